@@ -1,0 +1,58 @@
+//! Toolchain proof 2: a recipe guest component (plugins/recipes/nvtx-sum, built for
+//! wasm32-unknown-unknown and componentised with wasm-tools) instantiated by our wasmtime host.
+
+#![allow(clippy::unwrap_used, reason = "tests fail loudly on unexpected errors")]
+
+use nsight_analysis::{Limits, RecipeHost, RecipeHostError};
+use nsight_e2e::{wasm_artifact, TempDir};
+
+#[test]
+fn host_calls_describe_on_the_nvtx_sum_component() {
+    let host = RecipeHost::new(Limits::default()).unwrap();
+    let component = host.load(&wasm_artifact("recipes/nvtx_sum.wasm")).unwrap();
+    let info = host.describe(&component).unwrap();
+    assert_eq!(info.name, "nvtx_sum");
+    assert_eq!(info.display_name, "NVTX Range Summary");
+    let names: Vec<&str> = info.arguments.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(names, ["timeunit", "filter-time"]);
+    assert_eq!(info.arguments[0].default_value.as_deref(), Some("nsec"));
+}
+
+#[test]
+fn same_component_is_compiled_once() {
+    let host = RecipeHost::new(Limits::default()).unwrap();
+    let path = wasm_artifact("recipes/nvtx_sum.wasm");
+    let a = host.load(&path).unwrap();
+    let b = host.load(&path).unwrap();
+    assert!(std::sync::Arc::ptr_eq(&a, &b));
+    assert_eq!(host.cached_components(), 1);
+}
+
+#[test]
+fn a_call_out_of_fuel_fails_cleanly() {
+    let host = RecipeHost::new(Limits {
+        fuel: 10,
+        ..Limits::default()
+    })
+    .unwrap();
+    let component = host.load(&wasm_artifact("recipes/nvtx_sum.wasm")).unwrap();
+    let err = host.describe(&component).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            RecipeHostError::Call { .. } | RecipeHostError::Instantiate(_)
+        ),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn a_file_that_is_not_a_component_is_refused_with_its_path() {
+    let dir = TempDir::new("not-a-component");
+    let path = dir.path().join("bogus.wasm");
+    std::fs::write(&path, b"not wasm at all").unwrap();
+    let host = RecipeHost::new(Limits::default()).unwrap();
+    let err = host.load(&path).unwrap_err();
+    assert!(err.to_string().contains("bogus.wasm"), "{err}");
+    assert!(matches!(err, RecipeHostError::Compile { .. }));
+}

@@ -1,0 +1,193 @@
+//! What the state machine asks the I/O layer to do ([`Effect`], [`Command`]) and what each
+//! successful call returns ([`Outcome`] plus a per-call value such as [`Started`]).
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+use crate::state::model::{AgentKey, CollectionId, CollectionState, SessionId};
+
+/// A command sent to an agent over its stream.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum Command {
+    /// Start (or keep) profiling for this collection.
+    Start {
+        session: SessionId,
+        collection: CollectionId,
+    },
+    /// Stop profiling and upload the report of this collection.
+    Stop {
+        session: SessionId,
+        collection: CollectionId,
+    },
+}
+
+impl Command {
+    pub fn session(&self) -> SessionId {
+        match self {
+            Command::Start { session, .. } | Command::Stop { session, .. } => *session,
+        }
+    }
+
+    pub fn collection(&self) -> CollectionId {
+        match self {
+            Command::Start { collection, .. } | Command::Stop { collection, .. } => *collection,
+        }
+    }
+}
+
+/// Work for the I/O layer, to be carried out in the order given. Persist effects always come
+/// first: a crash after saving but before sending is repaired when agents reconnect (they are
+/// sent what they missed), while the reverse would leave agents acting on unsaved state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "effect", rename_all = "camelCase")]
+pub enum Effect {
+    /// Save this session (read it with `Coordinator::session`).
+    Persist { session: SessionId },
+    /// Save the known agents (read them with `Coordinator::agent_infos`).
+    PersistAgents,
+    /// Close this agent's stream: it was declared disconnected. It may register again.
+    Disconnect { agent: AgentKey, reason: String },
+    /// Send a command to a connected agent.
+    Send { agent: AgentKey, command: Command },
+}
+
+/// The result of a successful mutating call: a call-specific value and the effects to carry out.
+#[must_use = "the effects must be carried out"]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome<T = ()> {
+    pub value: T,
+    pub effects: Vec<Effect>,
+}
+
+/// Returned by `Coordinator::register_agent`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Registered {
+    pub agent: AgentKey,
+    /// The identity was known (disconnected) and has resumed.
+    pub reconnected: bool,
+}
+
+/// Returned by `Coordinator::start`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Started {
+    pub session: SessionId,
+    pub collection: CollectionId,
+    /// A new session was opened for this collection.
+    pub session_created: bool,
+    /// How many agents were sent START. Zero is allowed (the CLI should warn): the collection
+    /// completes on stop with no files.
+    pub agents: usize,
+}
+
+/// Returned by `Coordinator::stop`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Stopped {
+    pub session: SessionId,
+    pub collection: CollectionId,
+    /// How many agents were told to stop.
+    pub agents: usize,
+    /// The collection's state after the stop: Stopping, or already Completed/Incomplete when no
+    /// agent had anything left to upload.
+    pub state: CollectionState,
+}
+
+/// Returned by `Coordinator::end_session`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Ended {
+    pub session: SessionId,
+    /// The collection that was still collecting and has been stopped by ending the session.
+    pub stopped: Option<Stopped>,
+}
+
+/// Returned by `Coordinator::restore`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Restored {
+    pub sessions: usize,
+    pub agents: usize,
+    /// Inconsistencies found in the persisted data and how they were repaired.
+    pub repairs: Vec<String>,
+}
+
+/// Collects effects during one call and orders them (see [`Effect`]).
+#[derive(Debug, Default)]
+pub(crate) struct Effects {
+    persist: BTreeSet<SessionId>,
+    persist_agents: bool,
+    disconnects: Vec<Effect>,
+    sends: Vec<Effect>,
+}
+
+impl Effects {
+    pub(crate) fn persist(&mut self, session: SessionId) {
+        self.persist.insert(session);
+    }
+
+    pub(crate) fn persist_agents(&mut self) {
+        self.persist_agents = true;
+    }
+
+    pub(crate) fn disconnect(&mut self, agent: AgentKey, reason: String) {
+        self.disconnects.push(Effect::Disconnect { agent, reason });
+    }
+
+    pub(crate) fn send(&mut self, agent: AgentKey, command: Command) {
+        self.sends.push(Effect::Send { agent, command });
+    }
+
+    pub(crate) fn finish<T>(self, value: T) -> Outcome<T> {
+        let mut effects: Vec<Effect> = self
+            .persist
+            .into_iter()
+            .map(|session| Effect::Persist { session })
+            .collect();
+        if self.persist_agents {
+            effects.push(Effect::PersistAgents);
+        }
+        effects.extend(self.disconnects);
+        effects.extend(self.sends);
+        Outcome { value, effects }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use uuid::Uuid;
+
+    use super::*;
+
+    #[test]
+    fn persist_comes_first_and_is_deduplicated() {
+        let session = SessionId(Uuid::nil());
+        let agent = AgentKey::from(&crate::state::model::AgentIdentity {
+            namespace: "n".into(),
+            pod: "p".into(),
+            container: "c".into(),
+            process_name: "x".into(),
+            pid: 1,
+        });
+        let command = Command::Start {
+            session,
+            collection: CollectionId::FIRST,
+        };
+        let mut fx = Effects::default();
+        fx.send(agent.clone(), command.clone());
+        fx.persist(session);
+        fx.persist(session);
+        let outcome = fx.finish(());
+        assert_eq!(
+            outcome.effects,
+            vec![Effect::Persist { session }, Effect::Send { agent, command }]
+        );
+        let json = serde_json::to_value(&outcome.effects[1]).unwrap();
+        assert_eq!(json["effect"], "send");
+        assert_eq!(json["command"]["type"], "start");
+        assert_eq!(json["command"]["collection"], 1);
+    }
+}

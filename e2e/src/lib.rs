@@ -1,0 +1,104 @@
+//! The end-to-end harness shared by every test that drives real processes (Envoy, Chromium,
+//! S3, the API server): where their binaries and our Wasm artifacts are, free ports, readiness
+//! waits, a process guard that kills on drop, a tiny HTTP/1.1 client and a static file server.
+//!
+//! Locations come from the variables `cargo xtask ci` sets (`cargo xtask env` prints them). A
+//! missing artifact is a test failure with the command that builds it, never a silent skip.
+
+#![allow(
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test harness: failing loudly with the cause is its job"
+)]
+
+pub mod http;
+pub mod process;
+
+use std::{
+    net::{SocketAddr, TcpListener, TcpStream},
+    path::PathBuf,
+    time::{Duration, Instant},
+};
+
+/// A path from the environment that must exist, with the command that provides it.
+pub fn required_path(var: &str, provided_by: &str) -> PathBuf {
+    let path = std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| {
+        panic!("{var} is not set: run the tests through `cargo xtask ci`, or `eval \"$(cargo xtask env)\"` after `{provided_by}`")
+    });
+    assert!(
+        path.exists(),
+        "{var}={} does not exist: run `{provided_by}`",
+        path.display()
+    );
+    path
+}
+
+pub fn envoy_bin() -> PathBuf {
+    required_path("NSIGHT_ENVOY_BIN", "cargo xtask setup")
+}
+
+pub fn chromium_bin() -> PathBuf {
+    required_path("NSIGHT_CHROMIUM_BIN", "cargo xtask setup")
+}
+
+pub fn wasm_tools_bin() -> PathBuf {
+    required_path("NSIGHT_WASM_TOOLS_BIN", "cargo xtask setup")
+}
+
+/// A built Wasm artifact, relative to the dist directory.
+pub fn wasm_artifact(relative: &str) -> PathBuf {
+    let dir = required_path("NSIGHT_WASM_DIR", "cargo xtask build-wasm");
+    let path = dir.join(relative);
+    assert!(
+        path.exists(),
+        "{} missing: run `cargo xtask build-wasm`",
+        path.display()
+    );
+    path
+}
+
+/// A loopback port nobody listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind an ephemeral loopback port")
+}
+
+/// Waits until something accepts TCP connections on `addr`.
+pub fn wait_for_tcp(addr: SocketAddr, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+/// A fresh directory under the system temp dir, removed when dropped.
+#[derive(Debug)]
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(prefix: &str) -> Self {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        let path = std::env::temp_dir().join(format!("{prefix}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&path).expect("create temp dir");
+        Self(path)
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

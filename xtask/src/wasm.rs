@@ -1,0 +1,146 @@
+//! `cargo xtask build-wasm`: every WebAssembly artifact, built with Debian's rustc-web 1.96.
+//!
+//! ```text
+//! plugins/auth ──(wasm32-wasip1)──────────────────────────────> dist/nsight_auth_filter.wasm
+//! plugins/recipes/* ──(wasm32-unknown-unknown)── wasm-tools ──> dist/recipes/<name>.wasm
+//! ui ──(wasm32-unknown-unknown)── wasm-bindgen ── wasm-opt ───> dist/ui/{index.html,*.js,*.wasm}
+//! ```
+//! Recipes are built for wasm32-unknown-unknown on purpose: the component then imports nothing
+//! but the recipe world, so a recipe cannot reach files, clocks or the network.
+
+use std::{
+    env, fs,
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use anyhow::{Context, Result};
+
+use crate::{
+    cmd::run,
+    paths::{self, Layout},
+};
+
+/// A proxy-wasm filter: crate name and the artifact name Envoy loads.
+pub const FILTERS: &[(&str, &str)] = &[("nsight-auth-filter", "nsight_auth_filter")];
+/// A recipe component: crate name and recipe name.
+pub const RECIPES: &[(&str, &str)] = &[("nsight-recipe-nvtx-sum", "nvtx_sum")];
+pub const UI_CRATE: &str = "nsight-ui";
+
+/// A `cargo` command on the Debian toolchain, whose sysroot has the wasm32 std.
+pub fn wasm_cargo(layout: &Layout, subcommand: &str) -> Command {
+    let mut c = Command::new(paths::WASM_CARGO);
+    let path = env::var("PATH").unwrap_or_default();
+    c.current_dir(&layout.root)
+        .arg(subcommand)
+        .env("RUSTC", paths::WASM_RUSTC)
+        .env("CARGO_TARGET_DIR", layout.wasm_target())
+        // /usr/bin first so that `cargo clippy` finds Debian's clippy, not rustup's proxy.
+        .env("PATH", format!("/usr/bin:{path}"))
+        .env_remove("RUSTUP_TOOLCHAIN")
+        .env_remove("RUSTC_WRAPPER")
+        .env_remove("RUSTFLAGS");
+    c
+}
+
+fn packages(c: &mut Command, crates: impl IntoIterator<Item = &'static str>) {
+    for krate in crates {
+        c.args(["-p", krate]);
+    }
+}
+
+/// Clippy on the wasm targets, the same lints as the host.
+pub fn clippy(layout: &Layout) -> Result<()> {
+    let mut c = wasm_cargo(layout, "clippy");
+    c.args(["--target", "wasm32-wasip1"]);
+    packages(&mut c, FILTERS.iter().map(|f| f.0));
+    c.args(["--", "-D", "warnings"]);
+    run(&mut c)?;
+    let mut c = wasm_cargo(layout, "clippy");
+    c.args(["--target", "wasm32-unknown-unknown"]);
+    packages(&mut c, RECIPES.iter().map(|r| r.0).chain([UI_CRATE]));
+    c.args(["--", "-D", "warnings"]);
+    run(&mut c)
+}
+
+pub fn build_all(layout: &Layout) -> Result<PathBuf> {
+    let dist = layout.dist();
+    fs::create_dir_all(dist.join("recipes"))?;
+    build_filters(layout, &dist)?;
+    build_recipes(layout, &dist)?;
+    build_ui(layout, &dist.join("ui"))?;
+    eprintln!("wasm artifacts in {}", dist.display());
+    Ok(dist)
+}
+
+fn artifact(layout: &Layout, target: &str, krate: &str) -> PathBuf {
+    layout
+        .wasm_target()
+        .join(target)
+        .join("wasm")
+        .join(format!("{}.wasm", krate.replace('-', "_")))
+}
+
+fn build_filters(layout: &Layout, dist: &Path) -> Result<()> {
+    let target = "wasm32-wasip1";
+    let mut c = wasm_cargo(layout, "build");
+    c.args(["--profile", "wasm", "--target", target]);
+    packages(&mut c, FILTERS.iter().map(|f| f.0));
+    run(&mut c)?;
+    for (krate, name) in FILTERS {
+        let from = artifact(layout, target, krate);
+        fs::copy(&from, dist.join(format!("{name}.wasm")))
+            .with_context(|| format!("filter artifact {} missing", from.display()))?;
+    }
+    Ok(())
+}
+
+fn build_recipes(layout: &Layout, dist: &Path) -> Result<()> {
+    let target = "wasm32-unknown-unknown";
+    let mut c = wasm_cargo(layout, "build");
+    c.args(["--profile", "wasm", "--target", target]);
+    packages(&mut c, RECIPES.iter().map(|r| r.0));
+    run(&mut c)?;
+    for (krate, name) in RECIPES {
+        let core = artifact(layout, target, krate);
+        run(Command::new(layout.wasm_tools())
+            .args(["component", "new"])
+            .arg(&core)
+            .arg("-o")
+            .arg(dist.join("recipes").join(format!("{name}.wasm"))))?;
+    }
+    Ok(())
+}
+
+fn build_ui(layout: &Layout, out: &Path) -> Result<()> {
+    let target = "wasm32-unknown-unknown";
+    let mut c = wasm_cargo(layout, "build");
+    c.args(["--profile", "wasm", "--target", target, "-p", UI_CRATE]);
+    run(&mut c)?;
+    let _ = fs::remove_dir_all(out);
+    fs::create_dir_all(out)?;
+    run(Command::new(layout.wasm_bindgen())
+        .args([
+            "--target",
+            "web",
+            "--no-typescript",
+            "--out-name",
+            "nsight_ui",
+        ])
+        .arg("--out-dir")
+        .arg(out)
+        .arg(artifact(layout, target, UI_CRATE)))?;
+    let wasm = out.join("nsight_ui_bg.wasm");
+    run(Command::new(layout.wasm_opt())
+        .args([
+            "-Oz",
+            "--enable-bulk-memory",
+            "--enable-nontrapping-float-to-int",
+        ])
+        .arg(&wasm)
+        .arg("-o")
+        .arg(&wasm))?;
+    fs::copy(layout.root.join("ui/index.html"), out.join("index.html"))
+        .context("ui/index.html missing")?;
+    Ok(())
+}
