@@ -12,6 +12,7 @@
 )]
 
 pub mod http;
+pub mod platform;
 pub mod process;
 
 use std::{
@@ -43,6 +44,32 @@ pub fn chromium_bin() -> PathBuf {
 
 pub fn wasm_tools_bin() -> PathBuf {
     required_path("NSIGHT_WASM_TOOLS_BIN", "cargo xtask setup")
+}
+
+/// One of the workspace's binaries (built by `cargo test --workspace`, found in the target dir).
+pub fn bin(name: &str) -> PathBuf {
+    let dir = required_path("NSIGHT_BIN_DIR", "cargo build --workspace");
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} missing: run `cargo build --workspace` (CARGO_TARGET_DIR as in `cargo xtask env`)",
+        path.display()
+    );
+    path
+}
+
+/// Polls `check` until it returns `Some` or `timeout` passes.
+pub fn wait_for<T>(timeout: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = check() {
+            return Some(v);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// A built Wasm artifact, relative to the dist directory.

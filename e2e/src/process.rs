@@ -48,6 +48,12 @@ impl Running {
         None
     }
 
+    /// SIGKILL and reap, now.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }

@@ -6,6 +6,7 @@
 
 mod ci;
 mod cmd;
+mod codegen;
 mod paths;
 mod setup;
 mod wasm;
@@ -19,6 +20,7 @@ tasks:
   setup [STEP]  install everything the project needs (idempotent; caches under NSIGHT_CACHE_DIR);
                steps: apt, wasm-std, wasm-tools, wasm-bindgen, wasm-opt, python
   build-wasm   build the proxy-wasm filters, recipe components and the UI into the dist dir
+  codegen      regenerate committed generated files (OpenAPI documents)
   ci           the test command: setup, fmt, clippy (host + wasm), build-wasm, tests
   env          print the environment the tests use (source it to run `cargo test` by hand)
 ";
@@ -34,6 +36,7 @@ fn main() -> Result<()> {
         "setup" => setup::run(&layout, &args[1..]),
         "build-wasm" => wasm::build_all(&layout).map(|_| ()),
         "ci" => ci::run(&layout),
+        "codegen" => codegen::write(&layout),
         "env" => {
             for (k, v) in layout.test_env() {
                 println!("export {k}={}", v.display());

@@ -102,6 +102,7 @@ impl Layout {
             ("NSIGHT_WASM_DIR", self.dist()),
             ("NSIGHT_WASM_TOOLS_BIN", self.wasm_tools()),
             ("NSIGHT_CHROMIUM_BIN", PathBuf::from("/usr/bin/chromium")),
+            ("NSIGHT_BIN_DIR", self.host_target().join("debug")),
         ]
     }
 }

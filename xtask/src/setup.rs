@@ -31,6 +31,7 @@ const APT_PACKAGES: &[&str] = &[
     "chromium",
     "sqlite3",
     "wrk",
+    "protobuf-compiler",
 ];
 
 /// Python packages from PyPI: real servers and clients the tests drive.

@@ -1,9 +1,16 @@
 //! The coordinator: brokers profiling sessions and collections between users (CLI/REST) and the
 //! agents wrapping profiled processes.
 //!
-//! This crate is the pure core, "sans-IO": [`state::Coordinator`] is a state machine that is fed
-//! events together with the current time and answers with the effects to carry out (send a
-//! command to an agent, persist a session, close a stream). It reads no clock and does no I/O;
-//! the servers around it do.
+//! ```text
+//!  CLI/UI ──REST (server::rest)──┐                      ┌── server::store (redb on a volume)
+//!                                 v                      │
+//!                     server::hub: Coordinator (state) ──┤ effects: persist, send, disconnect
+//!                                 ^                      │
+//!  agents ──gRPC stream (server::grpc)──────────────────┘
+//! ```
+//! [`state`] is the pure core, "sans-IO": a state machine fed events with the current time that
+//! answers with the effects to carry out. [`server`] is the thin I/O shell around it.
 
+pub mod proto;
+pub mod server;
 pub mod state;

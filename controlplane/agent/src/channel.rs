@@ -1,0 +1,200 @@
+//! The agent's side of the coordinator channel: one gRPC stream, kept open with heartbeats and
+//! reopened with exponential backoff when it drops. What the agent does on START/STOP is the
+//! backend's business; this module only carries commands and reports.
+//!
+//! Resumption: the coordinator re-sends START (or STOP) to an agent that reconnects in the middle
+//! of a collection, and the backend's `start`/`stop` are called again for the same IDs: backends
+//! must treat a repeated command for the current collection as a no-op that answers again.
+
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio_stream::{wrappers::ReceiverStream, StreamExt};
+
+use crate::proto::{
+    agent_channel_client::AgentChannelClient, agent_message::Msg as Out,
+    coordinator_message::Msg as In, Ack, AgentIdentity, AgentMessage, Failed, Heartbeat, Register,
+    Uploaded,
+};
+
+/// Who this agent is and where its coordinator is.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// e.g. `http://127.0.0.1:8081`.
+    pub coordinator: String,
+    pub tag: String,
+    pub namespace: String,
+    pub pod: String,
+    pub container: String,
+    pub process_name: String,
+    pub pid: u32,
+    pub node: String,
+    /// `nsys` or `nvtx`.
+    pub backend: String,
+    pub diagnostics: Vec<String>,
+    pub max_backoff: Duration,
+}
+
+/// One collection, as named by the coordinator.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CollectionRef {
+    pub session: String,
+    pub collection: u32,
+}
+
+/// What a profiler backend does for the channel.
+#[tonic::async_trait]
+pub trait Backend: Send {
+    /// Begin collecting. Called again with the same IDs after a reconnect.
+    async fn start(&mut self, at: &CollectionRef) -> Result<(), String>;
+    /// Stop collecting and upload; returns the object keys. Called again after a reconnect
+    /// while the coordinator still waits for this collection.
+    async fn stop(&mut self, at: &CollectionRef) -> Result<Vec<String>, String>;
+}
+
+/// Why the channel gave up for good.
+#[derive(Debug, thiserror::Error)]
+pub enum ChannelError {
+    #[error("the coordinator refused this agent: {0}")]
+    Refused(String),
+}
+
+/// Observable channel events, for logs and tests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    Registered {
+        key: String,
+        reconnected: bool,
+    },
+    Started(CollectionRef),
+    Stopped {
+        at: CollectionRef,
+        keys: Vec<String>,
+    },
+    Failed {
+        at: CollectionRef,
+        reason: String,
+    },
+    Disconnected {
+        reason: String,
+    },
+}
+
+/// Runs the channel until the coordinator refuses the agent or `events` is closed.
+pub async fn run(
+    config: AgentConfig,
+    backend: &mut dyn Backend,
+    events: mpsc::UnboundedSender<Event>,
+) -> Result<(), ChannelError> {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        match session(&config, backend, &events).await {
+            Ok(SessionEnd::Refused(reason)) => return Err(ChannelError::Refused(reason)),
+            Ok(SessionEnd::Dropped(reason)) | Err(reason) => {
+                if events.send(Event::Disconnected { reason }).is_err() {
+                    return Ok(());
+                }
+            }
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(config.max_backoff);
+    }
+}
+
+enum SessionEnd {
+    Refused(String),
+    Dropped(String),
+}
+
+async fn session(
+    config: &AgentConfig,
+    backend: &mut dyn Backend,
+    events: &mpsc::UnboundedSender<Event>,
+) -> Result<SessionEnd, String> {
+    let mut client = AgentChannelClient::connect(config.coordinator.clone())
+        .await
+        .map_err(|e| {
+            format!(
+                "cannot reach the coordinator at {}: {e}",
+                config.coordinator
+            )
+        })?;
+    let (tx, rx) = mpsc::channel::<AgentMessage>(16);
+    let send = |msg: Out| {
+        let tx = tx.clone();
+        async move { tx.send(AgentMessage { msg: Some(msg) }).await.is_ok() }
+    };
+    send(Out::Register(Register {
+        identity: Some(AgentIdentity {
+            namespace: config.namespace.clone(),
+            pod: config.pod.clone(),
+            container: config.container.clone(),
+            process_name: config.process_name.clone(),
+            pid: config.pid,
+        }),
+        tag: config.tag.clone(),
+        node: config.node.clone(),
+        backend: config.backend.clone(),
+        diagnostics: config.diagnostics.clone(),
+    }))
+    .await;
+    let mut inbound = client
+        .attach(ReceiverStream::new(rx))
+        .await
+        .map_err(|e| format!("coordinator refused the stream: {}", e.message()))?
+        .into_inner();
+    let mut heartbeat = tokio::time::interval(Duration::from_secs(5));
+    loop {
+        tokio::select! {
+            _ = heartbeat.tick() => {
+                if !send(Out::Heartbeat(Heartbeat {})).await {
+                    return Ok(SessionEnd::Dropped("outbound stream closed".into()));
+                }
+            }
+            message = inbound.next() => {
+                let message = match message {
+                    None => return Ok(SessionEnd::Dropped("coordinator closed the stream".into())),
+                    Some(Err(status)) => return Ok(SessionEnd::Dropped(status.message().to_string())),
+                    Some(Ok(m)) => m,
+                };
+                match message.msg {
+                    Some(In::Registered(r)) => {
+                        let every = Duration::from_millis(u64::from(r.heartbeat_interval_ms.max(100)));
+                        heartbeat = tokio::time::interval(every);
+                        let _ = events.send(Event::Registered { key: r.agent_key, reconnected: r.reconnected });
+                    }
+                    Some(In::Refused(r)) => return Ok(SessionEnd::Refused(r.reason)),
+                    Some(In::Start(s)) => {
+                        let at = CollectionRef { session: s.session, collection: s.collection };
+                        let reply = match backend.start(&at).await {
+                            Ok(()) => {
+                                let _ = events.send(Event::Started(at.clone()));
+                                Out::Ack(Ack { session: at.session, collection: at.collection })
+                            }
+                            Err(reason) => {
+                                let _ = events.send(Event::Failed { at: at.clone(), reason: reason.clone() });
+                                Out::Failed(Failed { session: at.session, collection: at.collection, reason })
+                            }
+                        };
+                        send(reply).await;
+                    }
+                    Some(In::Stop(s)) => {
+                        let at = CollectionRef { session: s.session, collection: s.collection };
+                        let reply = match backend.stop(&at).await {
+                            Ok(keys) => {
+                                let _ = events.send(Event::Stopped { at: at.clone(), keys: keys.clone() });
+                                Out::Uploaded(Uploaded { session: at.session, collection: at.collection, keys })
+                            }
+                            Err(reason) => {
+                                let _ = events.send(Event::Failed { at: at.clone(), reason: reason.clone() });
+                                Out::Failed(Failed { session: at.session, collection: at.collection, reason })
+                            }
+                        };
+                        send(reply).await;
+                    }
+                    None => {}
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,510 @@
+//! A small blocking client for the coordinator's REST API (docs/api/coordinator-rest.md) as
+//! reached through the gateway at `<gw>/coordinator/v1/...`, plus the wire types of the answers
+//! the CLI reads. Owns the base URL, the `Authorization` header, timeouts and turning non-2xx
+//! answers (`application/problem+json` or not) into [`ApiError`]s. Prints nothing and never
+//! logs the API key.
+//!
+//! ```text
+//! Client::start(tag, session) --POST <gw>/coordinator/v1/start--> gateway
+//!        Reply { status, body } <-- 2xx      ApiError::Refused <-- 4xx/5xx (problem)
+//! ```
+//!
+//! Answers are returned as raw text ([`Reply`]) so `--output json` can print them unchanged;
+//! [`Reply::parse`] reads the typed view for tables.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use reqwest::blocking::{Client as Http, RequestBuilder};
+use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE, LOCATION};
+use reqwest::redirect::Policy;
+use reqwest::StatusCode;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::config::{ApiKey, HttpUrl};
+
+/// The coordinator's API below the gateway URL.
+pub const API_PREFIX: &str = "/coordinator/v1";
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Why a request did not produce a usable 2xx answer.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("cannot set up the HTTP client")]
+    Setup(#[source] reqwest::Error),
+    #[error("the configured API key cannot be sent in an HTTP header")]
+    ApiKeyHeader(#[source] reqwest::header::InvalidHeaderValue),
+    #[error("cannot reach the gateway at {url}")]
+    Unreachable {
+        url: String,
+        #[source]
+        source: reqwest::Error,
+    },
+    #[error("{} (HTTP {})", .0.problem.message(), .0.status)]
+    Refused(Box<Refusal>),
+    #[error("the gateway redirected {url} to {location} (HTTP {status}); configure the final URL with `nsight-cloud configure --gw ...`")]
+    Redirected {
+        url: String,
+        status: StatusCode,
+        location: String,
+    },
+    #[error("unexpected answer from {url}")]
+    Decode {
+        url: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl ApiError {
+    /// The process exit code: 1 when the server refused or answered nonsense, 3 when it could
+    /// not be reached, 2 when the local setup is unusable.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            ApiError::Refused(_) | ApiError::Redirected { .. } | ApiError::Decode { .. } => 1,
+            ApiError::Unreachable { .. } => 3,
+            ApiError::Setup(_) | ApiError::ApiKeyHeader(_) => 2,
+        }
+    }
+
+    /// Whether a transport error was a timeout (rather than e.g. a refused connection).
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, ApiError::Unreachable { source, .. } if source.is_timeout())
+    }
+}
+
+/// A 4xx/5xx answer (boxed in [`ApiError::Refused`] to keep errors small).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub url: String,
+    pub status: StatusCode,
+    pub problem: Problem,
+    /// The answer as received, for `--output json`.
+    pub body: String,
+}
+
+/// An RFC 7807 problem (`application/problem+json`). Every field is optional so that any JSON
+/// error body can be read; [`Problem::message`] picks the most useful text.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct Problem {
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    pub title: Option<String>,
+    pub status: Option<u16>,
+    pub detail: Option<String>,
+}
+
+impl Problem {
+    /// Reads an error body: a problem document, else the body's first line as the detail.
+    pub fn from_body(status: StatusCode, body: &str) -> Problem {
+        match serde_json::from_str::<Problem>(body) {
+            Ok(p) if p.detail.is_some() || p.title.is_some() => p,
+            _ => {
+                let text: String = body
+                    .trim()
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .chars()
+                    .take(200)
+                    .collect();
+                Problem {
+                    kind: None,
+                    title: status.canonical_reason().map(str::to_owned),
+                    status: Some(status.as_u16()),
+                    detail: (!text.is_empty()).then_some(text),
+                }
+            }
+        }
+    }
+
+    /// The detail, else the title, else a generic text.
+    pub fn message(&self) -> &str {
+        self.detail
+            .as_deref()
+            .or(self.title.as_deref())
+            .unwrap_or("the gateway refused the request")
+    }
+}
+
+/// A 2xx answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    /// The URL that answered.
+    pub url: String,
+    pub status: StatusCode,
+    pub body: String,
+}
+
+impl Reply {
+    /// The body as `T`.
+    pub fn parse<T: DeserializeOwned>(&self) -> Result<T, ApiError> {
+        serde_json::from_str(&self.body).map_err(|source| ApiError::Decode {
+            url: self.url.clone(),
+            source,
+        })
+    }
+}
+
+/// `POST /v1/sessions`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BeginRequest<'a> {
+    pub tag: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<&'a str>,
+}
+
+/// `POST /v1/start`, `/v1/stop` and `/v1/end`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TagRequest<'a> {
+    pub tag: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<Uuid>,
+}
+
+/// The blocking coordinator client. Invariant: `base` is `<gw>/coordinator/v1` with no trailing
+/// slash.
+#[derive(Debug)]
+pub struct Client {
+    base: String,
+    auth: Option<HeaderValue>,
+    http: Http,
+}
+
+impl Client {
+    /// A client for `gateway`, sending `Authorization: Bearer <key>` when `api_key` is set.
+    /// Redirects are not followed (they would drop the key or turn a POST into a GET).
+    pub fn new(gateway: &HttpUrl, api_key: Option<&ApiKey>) -> Result<Client, ApiError> {
+        let auth = api_key
+            .map(|key| {
+                let mut value = HeaderValue::from_str(&format!("Bearer {}", key.expose()))?;
+                value.set_sensitive(true);
+                Ok(value)
+            })
+            .transpose()
+            .map_err(ApiError::ApiKeyHeader)?;
+        let http = Http::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .timeout(REQUEST_TIMEOUT)
+            .redirect(Policy::none())
+            .user_agent(concat!("nsight-cloud/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(ApiError::Setup)?;
+        Ok(Client {
+            base: format!("{}{API_PREFIX}", gateway.as_str().trim_end_matches('/')),
+            auth,
+            http,
+        })
+    }
+
+    /// The URL of `path` (starting with `/`, relative to `/coordinator/v1`).
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// `GET /v1/status?tag=T` -> `TagStatus`.
+    pub fn status(&self, tag: &str) -> Result<Reply, ApiError> {
+        let url = self.url("/status");
+        let request = self.http.get(&url).query(&[("tag", tag)]);
+        self.send("GET", url, request)
+    }
+
+    /// `POST /v1/sessions` -> 201 `SessionSummary`.
+    pub fn begin_session(&self, tag: &str, title: Option<&str>) -> Result<Reply, ApiError> {
+        self.post("/sessions", &BeginRequest { tag, title })
+    }
+
+    /// `POST /v1/start` -> `Started`.
+    pub fn start(&self, tag: &str, session: Option<Uuid>) -> Result<Reply, ApiError> {
+        self.post("/start", &TagRequest { tag, session })
+    }
+
+    /// `POST /v1/stop` -> `Stopped`.
+    pub fn stop(&self, tag: &str, session: Option<Uuid>) -> Result<Reply, ApiError> {
+        self.post("/stop", &TagRequest { tag, session })
+    }
+
+    /// `POST /v1/end` -> `Ended`.
+    pub fn end(&self, tag: &str, session: Option<Uuid>) -> Result<Reply, ApiError> {
+        self.post("/end", &TagRequest { tag, session })
+    }
+
+    fn post<B: Serialize>(&self, path: &str, body: &B) -> Result<Reply, ApiError> {
+        let url = self.url(path);
+        let request = self.http.post(&url).json(body);
+        self.send("POST", url, request)
+    }
+
+    fn send(&self, method: &str, url: String, request: RequestBuilder) -> Result<Reply, ApiError> {
+        let request = match &self.auth {
+            Some(value) => request.header(AUTHORIZATION, value.clone()),
+            None => request,
+        };
+        tracing::debug!(%method, %url, authorized = self.auth.is_some(), "request");
+        let response = match request.send() {
+            Ok(response) => response,
+            Err(source) => {
+                tracing::debug!(error = %chain(&source), "request failed");
+                return Err(ApiError::Unreachable { url, source });
+            }
+        };
+        let status = response.status();
+        let content_type = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned();
+        let location = response
+            .headers()
+            .get(LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let body = response.text().map_err(|source| ApiError::Unreachable {
+            url: url.clone(),
+            source,
+        })?;
+        tracing::debug!(%status, %content_type, bytes = body.len(), "response");
+        if status.is_success() {
+            Ok(Reply { url, status, body })
+        } else if status.is_redirection() {
+            Err(ApiError::Redirected {
+                url,
+                status,
+                location: location.unwrap_or_else(|| "(no Location header)".to_owned()),
+            })
+        } else {
+            Err(ApiError::Refused(Box::new(Refusal {
+                url,
+                status,
+                problem: Problem::from_body(status, &body),
+                body,
+            })))
+        }
+    }
+}
+
+/// An error and its sources, joined with `: `.
+pub fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let next = cause.to_string();
+        if !text.contains(&next) {
+            text.push_str(": ");
+            text.push_str(&next);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+// ---- Answers (camelCase JSON; unknown fields are ignored so newer servers keep working) ----
+
+/// `GET /v1/status`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TagStatus {
+    pub tag: String,
+    #[serde(default)]
+    pub agents: Vec<AgentStatus>,
+    #[serde(default)]
+    pub active_session: Option<SessionSummary>,
+    #[serde(default)]
+    pub active_collection: Option<CollectionSummary>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentStatus {
+    pub key: String,
+    pub info: AgentInfo,
+    pub connected: bool,
+    pub last_seen: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentInfo {
+    pub identity: AgentIdentity,
+    #[serde(default)]
+    pub tag: String,
+    #[serde(default)]
+    pub node: String,
+    pub backend: String,
+    #[serde(default)]
+    pub diagnostics: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentIdentity {
+    pub namespace: String,
+    pub pod: String,
+    pub container: String,
+    pub process_name: String,
+    pub pid: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSummary {
+    pub id: Uuid,
+    pub tag: String,
+    #[serde(default)]
+    pub title: Option<String>,
+    pub state: String,
+    pub created_at: u64,
+    #[serde(default)]
+    pub ended_at: Option<u64>,
+    pub collections: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CollectionSummary {
+    pub session: Uuid,
+    pub id: u32,
+    pub state: String,
+    pub started_at: u64,
+    #[serde(default)]
+    pub stop_requested_at: Option<u64>,
+    #[serde(default)]
+    pub completed_at: Option<u64>,
+    #[serde(default)]
+    pub agents: BTreeMap<String, AgentOutcome>,
+}
+
+/// What happened at one agent in one collection; `keys` only for `uploaded`, `reason` only for
+/// `failed`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct AgentOutcome {
+    pub state: String,
+    #[serde(default)]
+    pub keys: Vec<String>,
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// `POST /v1/start`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Started {
+    pub session: Uuid,
+    pub collection: u32,
+    #[serde(default)]
+    pub session_created: bool,
+    pub agents: u64,
+}
+
+/// `POST /v1/stop`, and inside [`Ended`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Stopped {
+    pub session: Uuid,
+    pub collection: u32,
+    pub agents: u64,
+    pub state: String,
+}
+
+/// `POST /v1/end`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Ended {
+    pub session: Uuid,
+    #[serde(default)]
+    pub stopped: Option<Stopped>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn problem_documents_and_plain_bodies() {
+        let p = Problem::from_body(
+            StatusCode::CONFLICT,
+            r#"{"type":"about:blank","title":"Conflict","status":409,"detail":"already collecting"}"#,
+        );
+        assert_eq!(p.message(), "already collecting");
+        assert_eq!(p.status, Some(409));
+        let p = Problem::from_body(StatusCode::UNAUTHORIZED, "missing bearer token\nmore");
+        assert_eq!(p.message(), "missing bearer token");
+        let p = Problem::from_body(StatusCode::BAD_GATEWAY, "");
+        assert_eq!(p.message(), "Bad Gateway");
+        let p = Problem::from_body(StatusCode::NOT_FOUND, r#"{"title":"Not Found"}"#);
+        assert_eq!(p.message(), "Not Found");
+    }
+
+    #[test]
+    fn refused_error_shows_detail_and_status() {
+        let err = ApiError::Refused(Box::new(Refusal {
+            url: "http://gw/coordinator/v1/start".into(),
+            status: StatusCode::CONFLICT,
+            problem: Problem {
+                detail: Some("stop it first".into()),
+                ..Problem::default()
+            },
+            body: String::new(),
+        }));
+        assert_eq!(err.to_string(), "stop it first (HTTP 409 Conflict)");
+        assert_eq!(err.exit_code(), 1);
+    }
+
+    #[test]
+    fn request_bodies_omit_missing_session_and_title() {
+        let body = serde_json::to_value(TagRequest {
+            tag: "t",
+            session: None,
+        })
+        .unwrap();
+        assert_eq!(body, serde_json::json!({"tag": "t"}));
+        let id = Uuid::parse_str("67e55044-10b1-426f-9247-bb680e5fe0c8").unwrap();
+        let body = serde_json::to_value(TagRequest {
+            tag: "t",
+            session: Some(id),
+        })
+        .unwrap();
+        assert_eq!(
+            body,
+            serde_json::json!({"tag": "t", "session": "67e55044-10b1-426f-9247-bb680e5fe0c8"})
+        );
+        let body = serde_json::to_value(BeginRequest {
+            tag: "t",
+            title: Some("run"),
+        })
+        .unwrap();
+        assert_eq!(body, serde_json::json!({"tag": "t", "title": "run"}));
+    }
+
+    #[test]
+    fn client_builds_urls_under_the_coordinator_prefix() {
+        let gw = HttpUrl::parse("--gw", "https://gw.example.com:8888/").unwrap();
+        let client = Client::new(&gw, None).unwrap();
+        assert_eq!(
+            client.url("/start"),
+            "https://gw.example.com:8888/coordinator/v1/start"
+        );
+    }
+
+    #[test]
+    fn answers_parse_from_contract_json() {
+        let reply = Reply {
+            url: "u".into(),
+            status: StatusCode::OK,
+            body: r#"{"session":"67e55044-10b1-426f-9247-bb680e5fe0c8","stopped":{"session":"67e55044-10b1-426f-9247-bb680e5fe0c8","collection":2,"agents":3,"state":"stopping"}}"#.into(),
+        };
+        let ended: Ended = reply.parse().unwrap();
+        assert_eq!(ended.stopped.unwrap().collection, 2);
+        let bad = Reply {
+            body: "<html>".into(),
+            ..reply
+        };
+        let err = bad.parse::<Ended>().unwrap_err();
+        assert!(matches!(err, ApiError::Decode { .. }));
+        assert_eq!(err.exit_code(), 1);
+    }
+}

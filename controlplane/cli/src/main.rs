@@ -1,0 +1,558 @@
+//! `nsight-cloud`: the user's CLI for profiling sessions. This file owns the command line (clap
+//! definitions), dispatch, printing and exit codes only; the configuration file lives in
+//! [`config`], HTTP in [`api`], and what is printed is decided by the pure functions in
+//! [`render`].
+//!
+//! ```text
+//! argv --clap--> Cli --dispatch--> config::load --> api::Client --> gateway
+//!                                  stdout/stderr <-- render::* <-- Reply
+//! ```
+//!
+//! Exit codes: 0 ok, 1 the server refused (4xx/5xx) or answered nonsense, 2 usage or
+//! configuration error, 3 the gateway could not be reached.
+
+mod api;
+mod config;
+mod render;
+
+use std::error::Error as _;
+use std::io::{self, IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use reqwest::StatusCode;
+use uuid::Uuid;
+
+use crate::api::{ApiError, Client, Reply};
+use crate::config::{Auth, ConfigError, ConfigureRequest, OAuthFlow};
+use crate::render::Rendered;
+
+/// Manage Nsight Operator profiling sessions through the Nsight gateway.
+///
+/// Global options go before the action: nsight-cloud [--tag TAG] [-v] [--output json|table]
+/// [--config PATH] ACTION [ACTION OPTIONS]
+#[derive(Debug, Parser)]
+#[command(name = "nsight-cloud", version)]
+struct Cli {
+    /// Tag of the agents and sessions to control.
+    #[arg(long, value_name = "TAG", default_value = "default")]
+    tag: String,
+    /// Debug logging to stderr.
+    #[arg(short = 'v')]
+    verbose: bool,
+    /// Output format: human-readable lines, or the server's JSON answer.
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = OutputFormat::Table)]
+    output: OutputFormat,
+    /// Configuration file [default: ~/.nsight-cloud.conf].
+    #[arg(long, value_name = "PATH", env = "NSIGHT_CLOUD_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum OutputFormat {
+    Table,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Store the gateway URL and credentials in the configuration file (mode 0600).
+    Configure(ConfigureArgs),
+    /// Open a new profiling session, optionally titled (profiler-start opens one if needed).
+    SessionBegin {
+        /// Human-readable title; names the session's download directory.
+        #[arg(short, long, value_name = "TITLE")]
+        title: Option<String>,
+    },
+    /// Start a collection (opens a session if none is active).
+    ProfilerStart(SessionArg),
+    /// Stop the active collection; the session stays open.
+    ProfilerStop(SessionArg),
+    /// End the session (stopping its collection if one is running).
+    SessionEnd(SessionArg),
+    /// Show the tag's agents, active session and active collection.
+    Status,
+}
+
+#[derive(Debug, Args)]
+struct SessionArg {
+    /// Target this session instead of the tag's active one.
+    #[arg(long, value_name = "UUID", value_parser = parse_session_id)]
+    session: Option<Uuid>,
+}
+
+#[derive(Debug, Args)]
+struct ConfigureArgs {
+    /// Full URL of the gateway, e.g. https://gateway.example.com:8888
+    #[arg(long = "gw", value_name = "URL")]
+    gw: String,
+    /// API key sent as a bearer token; excludes the OAuth2 options [env: NSIGHT_API_KEY, read
+    /// only when no OAuth2 option is given].
+    #[arg(
+        long,
+        value_name = "KEY",
+        conflicts_with_all = ["issuer", "clientid", "oauth_flow_type", "authorization_endpoint", "token_endpoint"]
+    )]
+    apikey: Option<String>,
+    /// OIDC issuer URL for OAuth2 (requires --clientid).
+    #[arg(long, value_name = "URL", requires = "clientid")]
+    issuer: Option<String>,
+    /// OAuth2 client ID (requires --issuer).
+    #[arg(long, value_name = "ID", requires = "issuer")]
+    clientid: Option<String>,
+    /// OAuth2 login flow [default: code].
+    #[arg(long, value_enum, value_name = "FLOW", requires = "issuer")]
+    oauth_flow_type: Option<FlowArg>,
+    /// OAuth2 authorization endpoint, when the issuer has no discovery document.
+    #[arg(long, value_name = "URL", requires = "issuer")]
+    authorization_endpoint: Option<String>,
+    /// OAuth2 token endpoint, when the issuer has no discovery document.
+    #[arg(long, value_name = "URL", requires = "issuer")]
+    token_endpoint: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum FlowArg {
+    /// Authorization Code flow in a browser.
+    Code,
+    /// Device Authorization Grant.
+    Device,
+}
+
+impl ConfigureArgs {
+    fn any_oauth(&self) -> bool {
+        self.issuer.is_some()
+            || self.clientid.is_some()
+            || self.oauth_flow_type.is_some()
+            || self.authorization_endpoint.is_some()
+            || self.token_endpoint.is_some()
+    }
+
+    /// The request to validate. Without --apikey and OAuth2 options the API key comes from
+    /// `env_api_key` (NSIGHT_API_KEY).
+    fn to_request(&self, env_api_key: Option<String>) -> ConfigureRequest {
+        ConfigureRequest {
+            gateway: self.gw.clone(),
+            api_key: self.apikey.clone().or_else(|| {
+                // The environment is only a fallback: explicit OAuth2 options win over it.
+                env_api_key.filter(|k| !k.is_empty() && !self.any_oauth())
+            }),
+            issuer: self.issuer.clone(),
+            client_id: self.clientid.clone(),
+            flow: self.oauth_flow_type.map(|f| match f {
+                FlowArg::Code => OAuthFlow::Code,
+                FlowArg::Device => OAuthFlow::Device,
+            }),
+            authorization_endpoint: self.authorization_endpoint.clone(),
+            token_endpoint: self.token_endpoint.clone(),
+        }
+    }
+}
+
+fn parse_session_id(value: &str) -> Result<Uuid, String> {
+    Uuid::parse_str(value).map_err(|_| {
+        "not a session ID; session IDs are UUIDs such as 67e55044-10b1-426f-9247-bb680e5fe0c8"
+            .to_owned()
+    })
+}
+
+/// Why a command failed; decides the message and the exit code.
+#[derive(Debug)]
+enum Failure {
+    Config(ConfigError),
+    Api(ApiError),
+    OAuthLoginUnsupported { issuer: String },
+}
+
+impl From<ConfigError> for Failure {
+    fn from(e: ConfigError) -> Self {
+        Failure::Config(e)
+    }
+}
+
+impl From<ApiError> for Failure {
+    fn from(e: ApiError) -> Self {
+        Failure::Api(e)
+    }
+}
+
+impl Failure {
+    fn exit_code(&self) -> u8 {
+        match self {
+            Failure::Config(_) | Failure::OAuthLoginUnsupported { .. } => 2,
+            Failure::Api(e) => e.exit_code(),
+        }
+    }
+}
+
+/// What every command needs besides its own arguments.
+#[derive(Debug)]
+struct Ctx<'a> {
+    tag: &'a str,
+    output: OutputFormat,
+    config_path: PathBuf,
+    /// ` --config PATH` when the path is not the default one, for hints.
+    config_flag: String,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if cli.verbose {
+        let _ = tracing_subscriber::fmt()
+            .with_writer(io::stderr)
+            .with_max_level(tracing::Level::DEBUG)
+            .with_target(false)
+            .with_ansi(io::stderr().is_terminal())
+            .try_init();
+    }
+    let home = std::env::var_os("HOME");
+    let default_path = config::default_path(home).ok();
+    let config_path = match (&cli.config, &default_path) {
+        (Some(path), _) => path.clone(),
+        (None, Some(path)) => path.clone(),
+        (None, None) => return fail(&cli, None, &Failure::Config(ConfigError::NoHome)),
+    };
+    let config_flag = if default_path.as_ref() == Some(&config_path) {
+        String::new()
+    } else {
+        format!(" --config {}", config_path.display())
+    };
+    let ctx = Ctx {
+        tag: &cli.tag,
+        output: cli.output,
+        config_path,
+        config_flag,
+    };
+    match dispatch(&ctx, &cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => fail(&cli, Some(&ctx), &failure),
+    }
+}
+
+fn dispatch(ctx: &Ctx<'_>, command: &Command) -> Result<(), Failure> {
+    let tag = ctx.tag;
+    match command {
+        Command::Configure(args) => configure(ctx, args),
+        Command::SessionBegin { title } => call(
+            ctx,
+            |c| c.begin_session(tag, title.as_deref()),
+            |r| Ok(render::session_begun(&r.parse()?)),
+        ),
+        Command::ProfilerStart(s) => call(
+            ctx,
+            |c| c.start(tag, s.session),
+            |r| Ok(render::started(tag, &r.parse()?)),
+        ),
+        Command::ProfilerStop(s) => call(
+            ctx,
+            |c| c.stop(tag, s.session),
+            |r| Ok(render::stopped(&r.parse()?)),
+        ),
+        Command::SessionEnd(s) => call(
+            ctx,
+            |c| c.end(tag, s.session),
+            |r| Ok(render::ended(&r.parse()?)),
+        ),
+        Command::Status => call(
+            ctx,
+            |c| c.status(tag),
+            |r| Ok(render::status(&r.parse()?, now_millis())),
+        ),
+    }
+}
+
+fn configure(ctx: &Ctx<'_>, args: &ConfigureArgs) -> Result<(), Failure> {
+    let env_key = std::env::var("NSIGHT_API_KEY").ok();
+    let config = args.to_request(env_key).validate()?;
+    config::save(&ctx.config_path, &config)?;
+    match ctx.output {
+        OutputFormat::Table => print_rendered(&render::configured(&ctx.config_path, &config)),
+        OutputFormat::Json => {
+            let value = render::configured_json(&ctx.config_path, &config);
+            let text = serde_json::to_string_pretty(&value).unwrap_or_default();
+            out(&format!("{text}\n"));
+        }
+    }
+    Ok(())
+}
+
+/// Loads the configuration, sends one request and prints its answer.
+fn call(
+    ctx: &Ctx<'_>,
+    send: impl FnOnce(&Client) -> Result<Reply, ApiError>,
+    table: impl FnOnce(&Reply) -> Result<Rendered, ApiError>,
+) -> Result<(), Failure> {
+    let config = config::load(&ctx.config_path)?;
+    match &config.auth {
+        Auth::OAuth2(o) => {
+            return Err(Failure::OAuthLoginUnsupported {
+                issuer: o.issuer.to_string(),
+            })
+        }
+        Auth::ApiKey { .. } => {
+            if let Some(mode) = config::file_mode(&ctx.config_path) {
+                if config::mode_too_open(mode) {
+                    err(&format!(
+                        "warning: {} holds an API key but is accessible to other users (mode {mode:o}); run: chmod 600 {}",
+                        ctx.config_path.display(),
+                        ctx.config_path.display()
+                    ));
+                }
+            }
+        }
+        Auth::None => {}
+    }
+    let client = Client::new(&config.gateway, config.api_key())?;
+    let reply = send(&client)?;
+    match ctx.output {
+        OutputFormat::Json => out(&format!("{}\n", render::pretty_json(&reply.body))),
+        OutputFormat::Table => print_rendered(&table(&reply)?),
+    }
+    Ok(())
+}
+
+/// Prints `failure` on stderr (and a problem body on stdout in JSON mode); the exit code.
+fn fail(cli: &Cli, ctx: Option<&Ctx<'_>>, failure: &Failure) -> ExitCode {
+    let config_flag = ctx.map_or("", |c| c.config_flag.as_str());
+    match failure {
+        Failure::Config(ConfigError::NotFound { path }) => {
+            err(&format!(
+                "error: no configuration at {}\nhint: create it with: nsight-cloud{config_flag} configure --gw https://<gateway-host>:<port> [--apikey KEY]",
+                path.display()
+            ));
+        }
+        Failure::Config(e) => err(&format!("error: {}", api::chain(e))),
+        Failure::OAuthLoginUnsupported { issuer } => err(&format!(
+            "error: OAuth2 authentication (issuer {issuer}) is configured, but this nsight-cloud cannot log in with OAuth2 yet\nhint: configure an API key instead: nsight-cloud{config_flag} configure --gw URL --apikey KEY"
+        )),
+        Failure::Api(ApiError::Refused(refusal)) => {
+            let api::Refusal {
+                status,
+                problem,
+                body,
+                ..
+            } = refusal.as_ref();
+            if cli.output == OutputFormat::Json
+                && serde_json::from_str::<serde::de::IgnoredAny>(body).is_ok()
+            {
+                out(&format!("{}\n", render::pretty_json(body)));
+            }
+            err(&format!("error: {} (HTTP {status})", problem.message()));
+            if matches!(*status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
+                err(&format!("hint: the gateway did not accept the credentials; set an API key with: nsight-cloud{config_flag} configure --gw URL --apikey KEY"));
+            }
+        }
+        Failure::Api(e @ ApiError::Unreachable { url, source }) => {
+            let what = if e.is_timeout() {
+                "did not answer in time"
+            } else {
+                "could not be reached"
+            };
+            err(&format!(
+                "error: the gateway {what} at {url}: {}\nhint: check that the gateway is running and reachable from here (for a ClusterIP service, `kubectl port-forward` it), or point the CLI at it with: nsight-cloud{config_flag} configure --gw URL",
+                // reqwest's own message repeats the URL; its causes say what went wrong.
+                source.source().map_or_else(|| api::chain(source), api::chain)
+            ));
+        }
+        Failure::Api(e) => err(&format!("error: {}", api::chain(e))),
+    }
+    ExitCode::from(failure.exit_code())
+}
+
+fn print_rendered(r: &Rendered) {
+    out(&r.out);
+    for w in &r.warnings {
+        err(&format!("warning: {w}"));
+    }
+}
+
+/// Writes to stdout, ignoring a closed pipe (`nsight-cloud status | head`).
+fn out(text: &str) {
+    let mut stdout = io::stdout().lock();
+    let _ = stdout.write_all(text.as_bytes());
+    let _ = stdout.flush();
+}
+
+/// Writes one line to stderr.
+fn err(text: &str) {
+    let _ = writeln!(io::stderr().lock(), "{text}");
+}
+
+fn now_millis() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::error::ErrorKind;
+
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("nsight-cloud").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn defaults_and_global_options_before_the_action() {
+        let cli = parse(&["status"]).unwrap();
+        assert_eq!(cli.tag, "default");
+        assert_eq!(cli.output, OutputFormat::Table);
+        assert!(!cli.verbose);
+        assert!(matches!(cli.command, Command::Status));
+
+        let cli = parse(&[
+            "--tag",
+            "gpu",
+            "-v",
+            "--output",
+            "json",
+            "--config",
+            "/tmp/c",
+            "profiler-start",
+        ])
+        .unwrap();
+        assert_eq!(cli.tag, "gpu");
+        assert!(cli.verbose);
+        assert_eq!(cli.output, OutputFormat::Json);
+        assert_eq!(cli.config, Some(PathBuf::from("/tmp/c")));
+        assert!(matches!(
+            cli.command,
+            Command::ProfilerStart(SessionArg { session: None })
+        ));
+        // Global options belong before the action, as in the original CLI.
+        assert_eq!(
+            parse(&["status", "--tag", "x"]).unwrap_err().kind(),
+            ErrorKind::UnknownArgument
+        );
+        assert_eq!(
+            parse(&["--output", "yaml", "status"]).unwrap_err().kind(),
+            ErrorKind::InvalidValue
+        );
+    }
+
+    #[test]
+    fn session_must_be_a_uuid() {
+        let err = parse(&["profiler-stop", "--session", "not-a-uuid"]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::ValueValidation);
+        assert!(err.to_string().contains("not a session ID"), "{err}");
+        assert_eq!(err.exit_code(), 2);
+
+        let cli = parse(&[
+            "session-end",
+            "--session",
+            "67e55044-10b1-426f-9247-bb680e5fe0c8",
+        ])
+        .unwrap();
+        let Command::SessionEnd(SessionArg { session: Some(id) }) = cli.command else {
+            panic!("{:?}", cli.command)
+        };
+        assert_eq!(id.to_string(), "67e55044-10b1-426f-9247-bb680e5fe0c8");
+    }
+
+    #[test]
+    fn session_begin_title() {
+        let cli = parse(&["session-begin", "-t", "baseline"]).unwrap();
+        assert!(
+            matches!(cli.command, Command::SessionBegin { title: Some(ref t) } if t == "baseline")
+        );
+        let cli = parse(&["session-begin", "--title", "x y"]).unwrap();
+        assert!(matches!(cli.command, Command::SessionBegin { title: Some(ref t) } if t == "x y"));
+    }
+
+    #[test]
+    fn configure_refuses_apikey_with_oauth() {
+        let err = parse(&[
+            "configure",
+            "--gw",
+            "https://gw",
+            "--apikey",
+            "k",
+            "--issuer",
+            "https://idp",
+            "--clientid",
+            "c",
+        ])
+        .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::ArgumentConflict);
+        let err = parse(&["configure", "--gw", "https://gw", "--clientid", "c"]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::MissingRequiredArgument);
+        let err = parse(&["configure", "--apikey", "k"]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::MissingRequiredArgument);
+        let err = parse(&[
+            "configure",
+            "--gw",
+            "https://gw",
+            "--oauth-flow-type",
+            "device",
+        ])
+        .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::MissingRequiredArgument);
+    }
+
+    #[test]
+    fn configure_api_key_from_env_is_only_a_fallback() {
+        let cli = parse(&["configure", "--gw", "https://gw"]).unwrap();
+        let Command::Configure(args) = &cli.command else {
+            panic!()
+        };
+        let config = args.to_request(Some("envkey".into())).validate().unwrap();
+        assert_eq!(config.api_key().unwrap().expose(), "envkey");
+        assert_eq!(
+            args.to_request(Some(String::new()))
+                .validate()
+                .unwrap()
+                .auth,
+            Auth::None
+        );
+
+        let cli = parse(&[
+            "configure",
+            "--gw",
+            "https://gw",
+            "--issuer",
+            "https://idp",
+            "--clientid",
+            "c",
+            "--oauth-flow-type",
+            "device",
+        ])
+        .unwrap();
+        let Command::Configure(args) = &cli.command else {
+            panic!()
+        };
+        let config = args.to_request(Some("envkey".into())).validate().unwrap();
+        assert!(config.api_key().is_none());
+        let Auth::OAuth2(o) = config.auth else {
+            panic!()
+        };
+        assert_eq!(o.flow, OAuthFlow::Device);
+    }
+
+    #[test]
+    fn every_action_has_help() {
+        for action in [
+            "configure",
+            "session-begin",
+            "profiler-start",
+            "profiler-stop",
+            "session-end",
+            "status",
+        ] {
+            let err = parse(&[action, "-h"]).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::DisplayHelp, "{action}");
+        }
+        assert_eq!(parse(&["-h"]).unwrap_err().kind(), ErrorKind::DisplayHelp);
+    }
+
+    #[test]
+    fn clap_definitions_are_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

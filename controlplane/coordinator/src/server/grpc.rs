@@ -1,0 +1,163 @@
+//! The agent channel's gRPC service: one bidirectional stream per agent. Translates wire
+//! messages to hub calls and hub commands to wire messages; holds no state of its own.
+//!
+//! ```text
+//!  agent ──Register──> register_agent ──Registered/Refused──> agent
+//!        ──Heartbeat/Ack/Uploaded/Failed──> hub ...  <──Start/Stop── hub (effects)
+//!  stream ends ──> hub.unlink (disconnected, unless it already reconnected)
+//! ```
+
+use std::pin::Pin;
+
+use tokio::sync::mpsc;
+use tokio_stream::{wrappers::ReceiverStream, Stream, StreamExt};
+use tonic::{Request, Response, Status, Streaming};
+
+use super::hub::{Hub, HubError};
+use crate::{
+    proto::{
+        agent_channel_server::AgentChannel, agent_message::Msg as In,
+        coordinator_message::Msg as Out, AgentMessage, CoordinatorMessage, Refused, Register,
+        Registered,
+    },
+    state::{AgentIdentity, AgentInfo, AgentKey, Backend, CollectionId, SessionId, Tag},
+};
+
+/// Outbound buffer per agent: START/STOP are rare; a full buffer means a stuck agent.
+const OUTBOUND_BUFFER: usize = 16;
+
+#[derive(Debug, Clone)]
+pub struct AgentService {
+    hub: Hub,
+    heartbeat_interval_ms: u32,
+}
+
+impl AgentService {
+    pub fn new(hub: Hub, heartbeat_interval_ms: u32) -> Self {
+        Self {
+            hub,
+            heartbeat_interval_ms,
+        }
+    }
+}
+
+fn agent_info(reg: Register) -> Result<AgentInfo, String> {
+    let id = reg.identity.ok_or("Register without an identity")?;
+    let tag = if reg.tag.is_empty() {
+        Tag::default()
+    } else {
+        Tag::parse(&reg.tag).map_err(|e| e.to_string())?
+    };
+    let backend = match reg.backend.as_str() {
+        "nsys" => Backend::Nsys,
+        "nvtx" => Backend::Nvtx,
+        other => return Err(format!("unknown backend `{other}` (expected nsys or nvtx)")),
+    };
+    if id.pod.is_empty() || id.process_name.is_empty() {
+        return Err("identity needs at least a pod and a process name".into());
+    }
+    Ok(AgentInfo {
+        identity: AgentIdentity {
+            namespace: id.namespace,
+            pod: id.pod,
+            container: id.container,
+            process_name: id.process_name,
+            pid: id.pid,
+        },
+        tag,
+        node: reg.node,
+        backend,
+        diagnostics: reg.diagnostics,
+    })
+}
+
+fn ids(session: &str, collection: u32) -> Result<(SessionId, CollectionId), String> {
+    let session = session
+        .parse()
+        .map_err(|_| format!("`{session}` is not a session id"))?;
+    Ok((session, CollectionId(collection)))
+}
+
+type OutStream = Pin<Box<dyn Stream<Item = Result<CoordinatorMessage, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl AgentChannel for AgentService {
+    type AttachStream = OutStream;
+
+    async fn attach(
+        &self,
+        request: Request<Streaming<AgentMessage>>,
+    ) -> Result<Response<Self::AttachStream>, Status> {
+        let mut inbound = request.into_inner();
+        let first = inbound
+            .next()
+            .await
+            .ok_or_else(|| Status::invalid_argument("stream closed before Register"))??;
+        let Some(In::Register(reg)) = first.msg else {
+            return Err(Status::invalid_argument(
+                "the first message must be Register",
+            ));
+        };
+        let info = match agent_info(reg) {
+            Ok(info) => info,
+            Err(reason) => return Ok(refused(reason)),
+        };
+        let key = info.key();
+        let (tx, rx) = mpsc::channel(OUTBOUND_BUFFER);
+        let heartbeat_interval_ms = self.heartbeat_interval_ms;
+        let hello = |key: &AgentKey, registered: &crate::state::Registered| CoordinatorMessage {
+            msg: Some(Out::Registered(Registered {
+                agent_key: key.as_str().to_string(),
+                reconnected: registered.reconnected,
+                heartbeat_interval_ms,
+            })),
+        };
+        let (registered, connection) = match self.hub.register(info, tx, hello) {
+            Ok(r) => r,
+            Err(e) => return Ok(refused(e.to_string())),
+        };
+        tracing::info!(agent = %key.as_str(), reconnected = registered.reconnected, "agent registered");
+        let hub = self.hub.clone();
+        tokio::spawn(async move {
+            while let Some(message) = inbound.next().await {
+                let Ok(message) = message else { break };
+                if let Err(reason) = handle(&hub, &key, message) {
+                    tracing::warn!(agent = %key.as_str(), %reason, "agent message refused");
+                }
+            }
+            hub.unlink(&key, connection);
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx).map(Ok))))
+    }
+}
+
+/// A stream that carries one Refused message and ends: the agent reads why.
+fn refused(reason: String) -> Response<OutStream> {
+    tracing::warn!(%reason, "agent refused");
+    let msg = CoordinatorMessage {
+        msg: Some(Out::Refused(Refused { reason })),
+    };
+    Response::new(Box::pin(tokio_stream::once(Ok(msg))))
+}
+
+/// One message from a registered agent.
+fn handle(hub: &Hub, key: &AgentKey, message: AgentMessage) -> Result<(), String> {
+    let result = match message.msg {
+        Some(In::Heartbeat(_)) => hub.apply(|m, now| m.heartbeat(key, now)),
+        Some(In::Ack(a)) => {
+            let (s, c) = ids(&a.session, a.collection)?;
+            hub.apply(|m, now| m.agent_acknowledged(key, s, c, now))
+        }
+        Some(In::Uploaded(u)) => {
+            let (s, c) = ids(&u.session, u.collection)?;
+            hub.apply(|m, now| m.agent_uploaded(key, s, c, u.keys, now))
+        }
+        Some(In::Failed(f)) => {
+            let (s, c) = ids(&f.session, f.collection)?;
+            hub.apply(|m, now| m.agent_failed(key, s, c, f.reason, now))
+        }
+        Some(In::Register(_)) => return Err("already registered on this stream".into()),
+        None => return Err("empty message".into()),
+    };
+    result.map_err(|e: HubError| e.to_string())
+}

@@ -1,0 +1,118 @@
+//! The coordinator's I/O shell: REST for users, the gRPC agent channel, the state store and the
+//! timer that drives timeouts. [`serve`] wires them around one [`hub::Hub`].
+
+pub mod grpc;
+pub mod hub;
+pub mod openapi;
+pub mod problem;
+pub mod rest;
+pub mod store;
+
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
+
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+
+use crate::{
+    proto::agent_channel_server::AgentChannelServer,
+    state::{Config, Coordinator},
+};
+
+/// How a coordinator process is set up.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub http_addr: SocketAddr,
+    pub grpc_addr: SocketAddr,
+    /// Where the state database lives; `None` keeps state in memory only.
+    pub state_dir: Option<PathBuf>,
+    pub machine: Config,
+}
+
+/// A running coordinator: its bound addresses. Dropping it does not stop it; the tasks run
+/// until the process ends.
+#[derive(Debug, Clone)]
+pub struct Running {
+    pub http_addr: SocketAddr,
+    pub grpc_addr: SocketAddr,
+    pub repairs: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot listen on {addr}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot create the state directory {0}")]
+    StateDir(String, #[source] std::io::Error),
+    #[error("cannot load the coordinator state")]
+    Store(#[from] store::StoreError),
+}
+
+async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Bind { addr, source })
+}
+
+/// Restores state, binds both listeners and spawns the servers and the timeout timer.
+pub async fn serve(config: ServerConfig) -> Result<Running, ServeError> {
+    let store: Box<dyn store::StateStore> = match &config.state_dir {
+        Some(dir) => {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| ServeError::StateDir(dir.display().to_string(), e))?;
+            Box::new(store::RedbStore::open(&dir.join("coordinator.redb"))?)
+        }
+        None => Box::new(store::MemoryStore::default()),
+    };
+    let heartbeat_interval_ms =
+        u32::try_from(config.machine.heartbeat_timeout_ms / 3).unwrap_or(5_000);
+    let (hub, repairs) = hub::Hub::restore(Coordinator::new(config.machine), store)?;
+    for repair in &repairs {
+        tracing::warn!(%repair, "repaired persisted state");
+    }
+
+    let http = bind(config.http_addr).await?;
+    let grpc = bind(config.grpc_addr).await?;
+    let running = Running {
+        http_addr: http.local_addr().map_err(|source| ServeError::Bind {
+            addr: config.http_addr,
+            source,
+        })?,
+        grpc_addr: grpc.local_addr().map_err(|source| ServeError::Bind {
+            addr: config.grpc_addr,
+            source,
+        })?,
+        repairs,
+    };
+
+    let app = rest::router(hub.clone());
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(http, app).await {
+            tracing::error!(error = %e, "REST server stopped");
+        }
+    });
+    let service =
+        AgentChannelServer::new(grpc::AgentService::new(hub.clone(), heartbeat_interval_ms));
+    tokio::spawn(async move {
+        let result = tonic::transport::Server::builder()
+            .http2_keepalive_interval(Some(Duration::from_secs(10)))
+            .add_service(service)
+            .serve_with_incoming(TcpListenerStream::new(grpc))
+            .await;
+        if let Err(e) = result {
+            tracing::error!(error = %e, "agent channel stopped");
+        }
+    });
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            every.tick().await;
+            hub.tick();
+        }
+    });
+    tracing::info!(http = %running.http_addr, grpc = %running.grpc_addr, "coordinator serving");
+    Ok(running)
+}

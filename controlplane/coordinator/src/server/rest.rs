@@ -1,0 +1,148 @@
+//! The REST API for users (CLI, UI), documented in docs/api/coordinator-rest.md and served as
+//! OpenAPI at `/v1/openapi.json`. Parses and validates input, calls the hub, renders JSON.
+
+use axum::{
+    body::Bytes,
+    extract::{Path, Query, State},
+    http::StatusCode,
+    response::{IntoResponse, Response},
+    routing::{get, post},
+    Json, Router,
+};
+use serde::{de::DeserializeOwned, Deserialize};
+
+use super::{hub::Hub, openapi, problem::Problem};
+use crate::state::{
+    Coordinator, SessionFilter, SessionId, SessionState, SessionSummary, Tag, Title,
+};
+
+/// The API, served under both `/v1` and `/coordinator/v1` (the gateway's prefix).
+pub fn router(hub: Hub) -> Router {
+    let api = Router::new()
+        .route("/status", get(status))
+        .route("/sessions", get(list_sessions).post(begin_session))
+        .route("/sessions/{id}", get(get_session))
+        .route("/start", post(start))
+        .route("/stop", post(stop))
+        .route("/end", post(end))
+        .route("/openapi.json", get(|| async { Json(openapi::document()) }))
+        .fallback(|| async { Problem::new(404, "no such endpoint; see /v1/openapi.json") })
+        .with_state(hub);
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .nest("/v1", api.clone())
+        .nest("/coordinator/v1", api)
+}
+
+/// A JSON body, refused with a 400 problem that quotes serde's reason.
+fn body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, Problem> {
+    let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
+        b"{}"
+    } else {
+        bytes
+    };
+    serde_json::from_slice(bytes)
+        .map_err(|e| Problem::bad_request(format!("invalid JSON body: {e}")))
+}
+
+fn tag(raw: Option<&str>) -> Result<Tag, Problem> {
+    Ok(raw.map(Tag::parse).transpose()?.unwrap_or_default())
+}
+
+fn session_id(raw: &str) -> Result<SessionId, Problem> {
+    raw.parse()
+        .map_err(|_| Problem::bad_request(format!("`{raw}` is not a session id (a UUID)")))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TagQuery {
+    tag: Option<String>,
+}
+
+async fn status(State(hub): State<Hub>, Query(q): Query<TagQuery>) -> Result<Response, Problem> {
+    let tag = tag(q.tag.as_deref())?;
+    Ok(Json(hub.read(|m| m.status(&tag))).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SessionsQuery {
+    tag: Option<String>,
+    state: Option<String>,
+}
+
+async fn list_sessions(
+    State(hub): State<Hub>,
+    Query(q): Query<SessionsQuery>,
+) -> Result<Response, Problem> {
+    let state = match q.state.as_deref() {
+        None => None,
+        Some("open") => Some(SessionState::Open),
+        Some("ended") => Some(SessionState::Ended),
+        Some(other) => {
+            return Err(Problem::bad_request(format!(
+                "state `{other}` is not one of: open, ended"
+            )))
+        }
+    };
+    let filter = SessionFilter {
+        tag: q.tag.as_deref().map(Tag::parse).transpose()?,
+        state,
+    };
+    let sessions = hub.read(|m| m.sessions(&filter));
+    Ok(Json(serde_json::json!({ "sessions": sessions })).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BeginSession {
+    tag: Option<String>,
+    title: Option<String>,
+}
+
+async fn begin_session(State(hub): State<Hub>, bytes: Bytes) -> Result<Response, Problem> {
+    let req: BeginSession = body(&bytes)?;
+    let tag = tag(req.tag.as_deref())?;
+    let title = req.title.as_deref().map(Title::parse).transpose()?;
+    let id = hub.apply(|m: &mut Coordinator, now| m.begin_session(&tag, title, now))?;
+    let summary = hub.read(|m| m.session(id).map(SessionSummary::of))?;
+    Ok((StatusCode::CREATED, Json(summary)).into_response())
+}
+
+async fn get_session(State(hub): State<Hub>, Path(id): Path<String>) -> Result<Response, Problem> {
+    let id = session_id(&id)?;
+    let session = hub.read(|m| m.session(id).cloned())?;
+    Ok(Json(session).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TagAction {
+    tag: Option<String>,
+    session: Option<String>,
+}
+
+fn tag_action(bytes: &Bytes) -> Result<(Tag, Option<SessionId>), Problem> {
+    let req: TagAction = body(bytes)?;
+    let session = req.session.as_deref().map(session_id).transpose()?;
+    Ok((tag(req.tag.as_deref())?, session))
+}
+
+async fn start(State(hub): State<Hub>, bytes: Bytes) -> Result<Response, Problem> {
+    let (tag, session) = tag_action(&bytes)?;
+    let started = hub.apply(|m: &mut Coordinator, now| m.start(&tag, session, now))?;
+    Ok(Json(started).into_response())
+}
+
+async fn stop(State(hub): State<Hub>, bytes: Bytes) -> Result<Response, Problem> {
+    let (tag, session) = tag_action(&bytes)?;
+    let stopped = hub.apply(|m: &mut Coordinator, now| m.stop(&tag, session, now))?;
+    Ok(Json(stopped).into_response())
+}
+
+async fn end(State(hub): State<Hub>, bytes: Bytes) -> Result<Response, Problem> {
+    let (tag, session) = tag_action(&bytes)?;
+    let ended = hub.apply(|m: &mut Coordinator, now| m.end_session(&tag, session, now))?;
+    Ok(Json(ended).into_response())
+}

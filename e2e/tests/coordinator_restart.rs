@@ -1,0 +1,154 @@
+//! The coordinator survives `kill -9` mid-collection: after a restart on the same state
+//! directory the agents reconnect on their own, resume, and the collection finishes with every
+//! agent's upload recorded. Also: the REST API's refusals for bad input and conflicting state.
+
+#![allow(clippy::unwrap_used, reason = "tests fail loudly on unexpected errors")]
+
+use std::time::Duration;
+
+use nsight_e2e::{
+    http,
+    platform::{CoordinatorProcess, SimAgents},
+    wait_for, TempDir,
+};
+use serde_json::Value;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn post(c: &CoordinatorProcess, path: &str, body: &str) -> (u16, Value) {
+    let r = http::post_json(c.http, path, body).unwrap();
+    let v = serde_json::from_str(&r.body).unwrap_or(Value::Null);
+    (r.status, v)
+}
+
+#[test]
+fn kill9_mid_collection_then_restart_loses_nothing() {
+    let dir = TempDir::new("coord-restart");
+    let state = dir.path().join("state");
+    let coordinator = CoordinatorProcess::start(&state, 3_000);
+    let sims = SimAgents::start(dir.path(), &coordinator.grpc_url(), 3, "default", "train");
+    assert!(
+        sims.wait_count("registered", 3, WAIT),
+        "{:?}",
+        sims.events()
+    );
+
+    let (status, started) = post(
+        &coordinator,
+        "/coordinator/v1/start",
+        r#"{"tag":"default"}"#,
+    );
+    assert_eq!(status, 200, "{started}");
+    assert_eq!(started["agents"], 3);
+    assert_eq!(started["collection"], 1);
+    let session = started["session"].as_str().unwrap().to_string();
+    assert!(sims.wait_count("started", 3, WAIT));
+
+    let (http, grpc, state) = coordinator.kill9();
+    assert!(
+        sims.wait_count("disconnected", 3, WAIT),
+        "agents notice the loss"
+    );
+    let coordinator = CoordinatorProcess::start_on(http, grpc, &state, 3_000);
+
+    // Agents come back by themselves, are recognised, and are told to resume collection 1.
+    let resumed = wait_for(WAIT, || {
+        let events = sims.events();
+        let back = events
+            .iter()
+            .filter(|e| e["event"] == "registered" && e["reconnected"] == true)
+            .count();
+        (back >= 3 && sims.count("started") >= 6).then_some(())
+    });
+    assert!(
+        resumed.is_some(),
+        "agents did not resume: {:?}",
+        sims.events()
+    );
+
+    let status = coordinator.get("/v1/status?tag=default");
+    assert_eq!(status["activeSession"]["id"], session.as_str());
+    assert_eq!(status["activeCollection"]["state"], "collecting");
+
+    let (code, stopped) = post(&coordinator, "/v1/stop", r#"{"tag":"default"}"#);
+    assert_eq!(code, 200, "{stopped}");
+    let done = wait_for(WAIT, || {
+        let s = coordinator.get(&format!("/v1/sessions/{session}"));
+        (s["collections"][0]["state"] == "completed").then_some(s)
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "collection did not complete: {}",
+            coordinator.get(&format!("/v1/sessions/{session}"))
+        )
+    });
+    let agents = done["collections"][0]["agents"].as_object().unwrap();
+    assert_eq!(agents.len(), 3);
+    for (key, outcome) in agents {
+        assert_eq!(outcome["state"], "uploaded", "{key}: {outcome}");
+        let report = outcome["keys"][0].as_str().unwrap();
+        assert!(
+            report.starts_with(&format!("default/{session}/1/sim_default_train-")),
+            "{report}"
+        );
+    }
+}
+
+#[test]
+fn rest_refusals_are_problems_a_person_can_act_on() {
+    let dir = TempDir::new("coord-refusals");
+    let c = CoordinatorProcess::start(&dir.path().join("state"), 15_000);
+    let problem = |code: u16, path: &str, body: &str| {
+        let r = http::post_json(c.http, path, body).unwrap();
+        assert_eq!(r.status, code, "{path} {body}: {r:?}");
+        assert_eq!(r.header("content-type"), Some("application/problem+json"));
+        let v: Value = serde_json::from_str(&r.body).unwrap();
+        assert_eq!(v["status"], code);
+        v["detail"].as_str().unwrap().to_string()
+    };
+    assert!(problem(400, "/v1/start", "{not json").contains("invalid JSON"));
+    assert!(problem(400, "/v1/start", r#"{"tag":"default","bogus":1}"#).contains("bogus"));
+    assert!(problem(400, "/v1/start", r#"{"tag":"no spaces allowed"}"#).contains("tag"));
+    let long = "x".repeat(257);
+    problem(400, "/v1/sessions", &format!(r#"{{"title":"{long}"}}"#));
+    problem(400, "/v1/sessions", r#"{"title":"bell\u0007"}"#);
+    problem(400, "/v1/start", r#"{"session":"not-a-uuid"}"#);
+    problem(
+        404,
+        "/v1/start",
+        r#"{"session":"00000000-0000-4000-8000-000000000000"}"#,
+    );
+
+    let (code, s) = post(&c, "/v1/sessions", r#"{"tag":"a","title":"first run"}"#);
+    assert_eq!(code, 201, "{s}");
+    assert_eq!(s["title"], "first run");
+    let id = s["id"].as_str().unwrap().to_string();
+    problem(409, "/v1/sessions", r#"{"tag":"a"}"#); // one open session per tag
+    problem(
+        409,
+        "/v1/start",
+        &format!(r#"{{"tag":"b","session":"{id}"}}"#),
+    ); // other tag
+    let (code, _) = post(&c, "/v1/start", r#"{"tag":"a"}"#);
+    assert_eq!(code, 200);
+    problem(409, "/v1/start", r#"{"tag":"a"}"#); // already collecting
+    let (code, _) = post(&c, "/v1/end", r#"{"tag":"a"}"#);
+    assert_eq!(code, 200);
+    problem(
+        409,
+        "/v1/end",
+        &format!(r#"{{"tag":"a","session":"{id}"}}"#),
+    ); // already ended
+
+    let r = http::get(c.http, "/v1/sessions/zzz", &[]).unwrap();
+    assert_eq!(r.status, 400);
+    let r = http::get(c.http, "/v1/nope", &[]).unwrap();
+    assert_eq!(r.status, 404);
+    // Nothing above corrupted the state: the one session is listed, ended, with one collection.
+    let list = c.get("/v1/sessions?tag=a");
+    assert_eq!(list["sessions"].as_array().unwrap().len(), 1);
+    assert_eq!(list["sessions"][0]["state"], "ended");
+    assert_eq!(list["sessions"][0]["collections"], 1);
+    let openapi = c.get("/coordinator/v1/openapi.json");
+    assert_eq!(openapi["openapi"], "3.0.3");
+}
