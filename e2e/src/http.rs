@@ -59,9 +59,41 @@ pub fn request(
     req.push_str("\r\n");
     req.push_str(body.unwrap_or(""));
     stream.write_all(req.as_bytes())?;
+    parse(&read_response(&mut stream)?)
+}
+
+/// Reads one response: up to Content-Length when the server gives one (so a latency
+/// measurement does not include the connection close), else to the end of the stream.
+fn read_response(stream: &mut TcpStream) -> std::io::Result<Vec<u8>> {
     let mut raw = Vec::new();
-    stream.read_to_end(&mut raw)?;
-    parse(&raw)
+    let mut buf = [0u8; 64 * 1024];
+    loop {
+        let n = stream.read(&mut buf)?;
+        if n == 0 {
+            return Ok(raw);
+        }
+        raw.extend_from_slice(&buf[..n]);
+        if let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+            let length = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok());
+            if let Some(length) = length {
+                let want = end + 4 + length;
+                while raw.len() < want {
+                    let n = stream.read(&mut buf)?;
+                    if n == 0 {
+                        break;
+                    }
+                    raw.extend_from_slice(&buf[..n]);
+                }
+                return Ok(raw);
+            }
+            stream.read_to_end(&mut raw)?;
+            return Ok(raw);
+        }
+    }
 }
 
 fn parse(raw: &[u8]) -> std::io::Result<Response> {

@@ -14,6 +14,7 @@
 pub mod http;
 pub mod platform;
 pub mod process;
+pub mod s3;
 
 use std::{
     net::{SocketAddr, TcpListener, TcpStream},

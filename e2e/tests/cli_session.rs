@@ -52,14 +52,8 @@ impl Cli<'_> {
 fn cli_drives_a_full_session_with_several_agents() {
     let dir = TempDir::new("cli-session");
     let coordinator = CoordinatorProcess::start(&dir.path().join("state"), 15_000);
-    let sims = SimAgents::start(dir.path(), &coordinator.grpc_url(), 4, "train", "worker");
-    let other = SimAgents::start(
-        dir.path(),
-        &coordinator.grpc_url(),
-        1,
-        "default",
-        "bystander",
-    );
+    let sims = SimAgents::start(dir.path(), &coordinator, 4, "train", "worker");
+    let other = SimAgents::start(dir.path(), &coordinator, 1, "default", "bystander");
     assert!(sims.wait_count("registered", 4, WAIT));
     assert!(other.wait_count("registered", 1, WAIT));
 

@@ -26,7 +26,7 @@ fn kill9_mid_collection_then_restart_loses_nothing() {
     let dir = TempDir::new("coord-restart");
     let state = dir.path().join("state");
     let coordinator = CoordinatorProcess::start(&state, 3_000);
-    let sims = SimAgents::start(dir.path(), &coordinator.grpc_url(), 3, "default", "train");
+    let sims = SimAgents::start(dir.path(), &coordinator, 3, "default", "train");
     assert!(
         sims.wait_count("registered", 3, WAIT),
         "{:?}",

@@ -11,7 +11,13 @@ use crate::{
 };
 
 /// Crates that only make sense on wasm32; the host stages skip them.
-const WASM_ONLY: &[&str] = &[wasm::UI_CRATE, "nsight-recipe-nvtx-sum"];
+const WASM_ONLY: &[&str] = &[
+    wasm::UI_CRATE,
+    "nsight-recipe-nvtx-sum",
+    "nsight-recipe-cuda-gpu-kern-sum",
+    "nsight-recipe-cuda-api-sum",
+    "nsight-recipe-sql",
+];
 
 fn host_cargo(layout: &Layout, subcommand: &str) -> Command {
     let mut c = Command::new("cargo");

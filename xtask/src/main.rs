@@ -4,6 +4,7 @@
 //! WebAssembly artifacts (`build-wasm`) and the one test command (`ci`). It never edits sources
 //! outside the generated files it is asked to write.
 
+mod bench;
 mod ci;
 mod cmd;
 mod codegen;
@@ -21,6 +22,7 @@ tasks:
                steps: apt, wasm-std, wasm-tools, wasm-bindgen, wasm-opt, python
   build-wasm   build the proxy-wasm filters, recipe components and the UI into the dist dir
   codegen      regenerate committed generated files (OpenAPI documents)
+  bench NAME   benchmarks against real processes (coordinator [AGENTS])
   ci           the test command: setup, fmt, clippy (host + wasm), build-wasm, tests
   env          print the environment the tests use (source it to run `cargo test` by hand)
 ";
@@ -37,6 +39,7 @@ fn main() -> Result<()> {
         "build-wasm" => wasm::build_all(&layout).map(|_| ()),
         "ci" => ci::run(&layout),
         "codegen" => codegen::write(&layout),
+        "bench" => bench::run(&layout, &args[1..]),
         "env" => {
             for (k, v) in layout.test_env() {
                 println!("export {k}={}", v.display());

@@ -16,6 +16,8 @@ pub const WASM_TOOLS_VERSION: &str = "1.263.0";
 pub const WASM_BINDGEN_VERSION: &str = "0.2.130";
 pub const BINARYEN_NPM_VERSION: &str = "132.0.0";
 pub const ENVOY_VERSION: &str = "1.40.0";
+/// The real S3 server the storage tests run against (0.17 needs rustc 1.96).
+pub const S3S_FS_VERSION: &str = "0.14.1";
 
 /// The Debian rustc-web toolchain (1.96) that has the wasm32 std built by `setup`.
 pub const WASM_RUSTC: &str = "/usr/bin/rustc";
@@ -68,6 +70,11 @@ impl Layout {
             .join("node_modules/.bin/wasm-opt")
     }
 
+    /// s3s-fs: a real S3 server over a directory, for the storage tests.
+    pub fn s3s_fs(&self) -> PathBuf {
+        self.tool_bin("s3s-fs", S3S_FS_VERSION, "s3s-fs")
+    }
+
     /// The Python venv with the real servers and clients shipped on PyPI.
     pub fn venv(&self) -> PathBuf {
         self.cache.join("venv")
@@ -101,6 +108,7 @@ impl Layout {
             ("NSIGHT_ENVOY_BIN", self.envoy()),
             ("NSIGHT_WASM_DIR", self.dist()),
             ("NSIGHT_WASM_TOOLS_BIN", self.wasm_tools()),
+            ("NSIGHT_S3S_FS_BIN", self.s3s_fs()),
             ("NSIGHT_CHROMIUM_BIN", PathBuf::from("/usr/bin/chromium")),
             ("NSIGHT_BIN_DIR", self.host_target().join("debug")),
         ]

@@ -44,13 +44,14 @@ const SYSROOT_STAMP_FORMAT: u32 = 1;
 type Step = fn(&Layout) -> Result<bool>;
 
 /// The steps, in order; `cargo xtask setup <step>...` runs only the named ones.
-pub const STEPS: [(&str, Step); 6] = [
+pub const STEPS: [(&str, Step); 7] = [
     ("apt", apt_packages),
     ("wasm-std", wasm_sysroots),
     ("wasm-tools", wasm_tools),
     ("wasm-bindgen", wasm_bindgen),
     ("wasm-opt", wasm_opt),
     ("python", python_venv),
+    ("s3", s3s_fs),
 ];
 
 pub fn run(layout: &Layout, only: &[String]) -> Result<()> {
@@ -239,6 +240,17 @@ fn tool_answers(bin: &Path, version: &str) -> bool {
 
 /// `cargo install` with the host toolchain into `<cache>/tools/<crate>-<version>`.
 fn cargo_install(layout: &Layout, krate: &str, version: &str, bin: &Path) -> Result<bool> {
+    cargo_install_features(layout, krate, version, &[], bin)
+}
+
+/// [`cargo_install`] with extra cargo features (e.g. a crate whose binary is behind a feature).
+fn cargo_install_features(
+    layout: &Layout,
+    krate: &str,
+    version: &str,
+    features: &[&str],
+    bin: &Path,
+) -> Result<bool> {
     if tool_answers(bin, version) {
         return Ok(false);
     }
@@ -250,6 +262,9 @@ fn cargo_install(layout: &Layout, krate: &str, version: &str, bin: &Path) -> Res
             c.arg("--locked");
         }
         c.arg(krate).arg("--version").arg(format!("={version}"));
+        if !features.is_empty() {
+            c.arg("--features").arg(features.join(","));
+        }
         c.env("CARGO_TARGET_DIR", layout.cache.join("target-tools"));
         run_cmd(&mut c)
     };
@@ -273,6 +288,18 @@ fn wasm_bindgen(layout: &Layout) -> Result<bool> {
         "wasm-bindgen-cli",
         paths::WASM_BINDGEN_VERSION,
         &layout.wasm_bindgen(),
+    )
+}
+
+/// s3s-fs, a real S3 server (Rust, over a directory) for the storage tests; its binary is behind
+/// the `binary` feature.
+fn s3s_fs(layout: &Layout) -> Result<bool> {
+    cargo_install_features(
+        layout,
+        "s3s-fs",
+        paths::S3S_FS_VERSION,
+        &["binary"],
+        &layout.s3s_fs(),
     )
 }
 

@@ -24,7 +24,12 @@ use crate::{
 /// A proxy-wasm filter: crate name and the artifact name Envoy loads.
 pub const FILTERS: &[(&str, &str)] = &[("nsight-auth-filter", "nsight_auth_filter")];
 /// A recipe component: crate name and recipe name.
-pub const RECIPES: &[(&str, &str)] = &[("nsight-recipe-nvtx-sum", "nvtx_sum")];
+pub const RECIPES: &[(&str, &str)] = &[
+    ("nsight-recipe-nvtx-sum", "nvtx_sum"),
+    ("nsight-recipe-cuda-gpu-kern-sum", "cuda_gpu_kern_sum"),
+    ("nsight-recipe-cuda-api-sum", "cuda_api_sum"),
+    ("nsight-recipe-sql", "sql"),
+];
 pub const UI_CRATE: &str = "nsight-ui";
 
 /// A `cargo` command on the Debian toolchain, whose sysroot has the wasm32 std.

@@ -33,6 +33,82 @@ pub struct AgentConfig {
     pub backend: String,
     pub diagnostics: Vec<String>,
     pub max_backoff: Duration,
+    /// Mutual TLS to the coordinator; `None` only for a coordinator started with
+    /// `--insecure-agent-channel`.
+    pub tls: Option<AgentTls>,
+}
+
+/// The agent's side of the channel's mutual TLS (PEM), as mounted from the coordinator's Secret.
+#[derive(Clone)]
+pub struct AgentTls {
+    pub ca: Vec<u8>,
+    pub cert: Vec<u8>,
+    pub key: Vec<u8>,
+    /// The name on the coordinator's certificate (`localhost` in local mode).
+    pub server_name: String,
+}
+
+impl std::fmt::Debug for AgentTls {
+    /// Never prints the key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentTls")
+            .field("server_name", &self.server_name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AgentTls {
+    /// Reads `ca.crt`, `agent.crt` and `agent.key` from a directory.
+    pub fn from_dir(dir: &std::path::Path, server_name: &str) -> std::io::Result<Self> {
+        let read = |name: &str| {
+            std::fs::read(dir.join(name)).map_err(|e| {
+                std::io::Error::new(e.kind(), format!("{}: {e}", dir.join(name).display()))
+            })
+        };
+        Ok(Self {
+            ca: read("ca.crt")?,
+            cert: read("agent.crt")?,
+            key: read("agent.key")?,
+            server_name: server_name.to_string(),
+        })
+    }
+}
+
+/// An error with its causes, `a: b: c`.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+async fn connect(
+    config: &AgentConfig,
+) -> Result<AgentChannelClient<tonic::transport::Channel>, String> {
+    use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
+    let unreachable = |e: tonic::transport::Error| {
+        format!(
+            "cannot reach the coordinator at {}: {}",
+            config.coordinator,
+            chain(&e)
+        )
+    };
+    let mut endpoint = Endpoint::from_shared(config.coordinator.clone())
+        .map_err(|e| format!("bad coordinator address {}: {e}", config.coordinator))?
+        .connect_timeout(Duration::from_secs(5));
+    if let Some(tls) = &config.tls {
+        let tls_config = ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(&tls.ca))
+            .identity(Identity::from_pem(&tls.cert, &tls.key))
+            .domain_name(tls.server_name.clone());
+        endpoint = endpoint.tls_config(tls_config).map_err(unreachable)?;
+    }
+    let channel = endpoint.connect().await.map_err(unreachable)?;
+    Ok(AgentChannelClient::new(channel))
 }
 
 /// One collection, as named by the coordinator.
@@ -96,9 +172,21 @@ pub async fn run(
                 }
             }
         }
-        tokio::time::sleep(backoff).await;
+        tokio::time::sleep(with_jitter(backoff)).await;
         backoff = (backoff * 2).min(config.max_backoff);
     }
+}
+
+/// `base` plus up to 50% more, so that agents cut off together do not reconnect together.
+fn with_jitter(base: Duration) -> Duration {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    let spread = u64::try_from(base.as_micros() / 2)
+        .unwrap_or(u64::MAX)
+        .max(1);
+    base + Duration::from_micros(u64::from(nanos) % spread)
 }
 
 enum SessionEnd {
@@ -111,14 +199,7 @@ async fn session(
     backend: &mut dyn Backend,
     events: &mpsc::UnboundedSender<Event>,
 ) -> Result<SessionEnd, String> {
-    let mut client = AgentChannelClient::connect(config.coordinator.clone())
-        .await
-        .map_err(|e| {
-            format!(
-                "cannot reach the coordinator at {}: {e}",
-                config.coordinator
-            )
-        })?;
+    let mut client = connect(config).await?;
     let (tx, rx) = mpsc::channel::<AgentMessage>(16);
     let send = |msg: Out| {
         let tx = tx.clone();

@@ -1,12 +1,25 @@
-//! The analysis service: recipes as sandboxed Wasm components of the `recipe` world (wit/).
+//! The analysis service: recipes as sandboxed Wasm components of the `recipe` world (wit/),
+//! each run reading one report (an nsys SQLite export) read-only.
 //!
 //! ```text
 //!  recipes dir ──load──> RecipeHost (compile once, cache by sha256)
 //!                            │ new Store per call: fuel + memory limits
 //!                            v
 //!                        component ──describe()──> RecipeInfo
+//!                        component ──run(args)───> RecipeOutput ──table_to_csv──> CSV
+//!                            │ report import
+//!                            v
+//!                        ReportDb (read-only SQLite, cursors on worker threads)
 //! ```
 
+pub mod csv;
+mod cursor;
 pub mod recipe_host;
+pub mod report;
 
-pub use recipe_host::{Limits, RecipeHost, RecipeHostError, RecipeInfo};
+pub use csv::table_to_csv;
+pub use recipe_host::{
+    Column, ColumnKind, Figure, Level, Limits, LogLine, RecipeHost, RecipeHostError, RecipeInfo,
+    RecipeOutput, Table, Value,
+};
+pub use report::{Cursor, QueryError, QueryLimits, ReportDb, ReportError};

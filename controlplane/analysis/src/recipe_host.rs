@@ -1,6 +1,14 @@
 //! Loading and calling recipe components. Owns the wasmtime `Engine`, the compiled-component
-//! cache and the per-call sandbox (a fresh `Store` with fuel and memory limits). It does not
-//! touch reports or storage.
+//! cache and the per-call sandbox (a fresh `Store` with fuel and memory limits, holding the
+//! run's read-only report and the cursors the recipe opened). It does not touch storage; the
+//! SQLite side lives in `report`.
+//!
+//! ```text
+//!  run(component, report, args)
+//!    ReportDb::open(report) ──> Store { fuel, memory, ReportDb, cursors } ──> call_run(args)
+//!        guest: report.query(...) ──> ReportDb::query ──> Cursor (Resource in the store)
+//!    <── RecipeOutput { tables, notes, figures, log }
+//! ```
 
 use std::{
     collections::HashMap,
@@ -10,19 +18,31 @@ use std::{
 
 use sha2::{Digest, Sha256};
 use wasmtime::{
-    component::{Component, HasSelf, Linker},
+    component::{Component, HasSelf, Linker, Resource, ResourceTable},
     Config, Engine, Store, StoreLimits, StoreLimitsBuilder,
 };
+
+use crate::report::{self, QueryError, QueryLimits, ReportDb, ReportError};
 
 mod bindings {
     wasmtime::component::bindgen!({
         world: "recipe",
         path: "../../wit",
+        with: {
+            "nsight:recipe/report.cursor": crate::report::Cursor,
+        },
+        imports: { default: trappable },
     });
 }
 
-pub use bindings::nsight::recipe::types::{Argument, RecipeInfo};
-use bindings::{nsight::recipe::host, Recipe};
+pub use bindings::nsight::recipe::{
+    host::Level,
+    types::{Argument, Column, ColumnKind, Figure, Output, RecipeInfo, Table, Value},
+};
+use bindings::{
+    nsight::recipe::{host, report as wit_report},
+    Recipe,
+};
 
 /// What one recipe call may use.
 #[derive(Debug, Clone, Copy)]
@@ -31,6 +51,8 @@ pub struct Limits {
     pub fuel: u64,
     /// Linear memory per instance, in bytes.
     pub memory_bytes: usize,
+    /// Bounds on the recipe's SQL.
+    pub query: QueryLimits,
 }
 
 impl Default for Limits {
@@ -38,6 +60,7 @@ impl Default for Limits {
         Self {
             fuel: 10_000_000_000,
             memory_bytes: 512 << 20,
+            query: QueryLimits::default(),
         }
     }
 }
@@ -66,22 +89,183 @@ pub enum RecipeHostError {
         #[source]
         source: wasmtime::Error,
     },
+    #[error("cannot open report {path}")]
+    OpenReport {
+        path: String,
+        #[source]
+        source: ReportError,
+    },
+    /// The recipe returned an error (bad arguments, a refused query, a broken report).
+    #[error("recipe failed: {0}")]
+    Recipe(String),
+    #[error("recipe returned a malformed output: {0}")]
+    Output(String),
 }
 
-/// Per-call state: the limits and the log lines the recipe wrote.
+/// A line the recipe wrote to the job's log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLine {
+    pub level: Level,
+    pub message: String,
+}
+
+/// What a run produced: the recipe's output and its log.
+#[derive(Debug, Clone)]
+pub struct RecipeOutput {
+    pub tables: Vec<Table>,
+    pub notes: Vec<String>,
+    pub figures: Vec<Figure>,
+    pub log: Vec<LogLine>,
+}
+
+impl RecipeOutput {
+    /// The table named `name`, if the recipe produced one.
+    pub fn table(&self, name: &str) -> Option<&Table> {
+        self.tables.iter().find(|t| t.name == name)
+    }
+}
+
+/// Per-call state: the limits, the log lines, the report and the open cursors.
 struct CallState {
     limits: StoreLimits,
-    log: Vec<(host::Level, String)>,
+    log: Vec<LogLine>,
+    report: Option<ReportDb>,
+    resources: ResourceTable,
 }
 
 impl host::Host for CallState {
-    fn log(&mut self, level: host::Level, message: String) {
+    fn log(&mut self, level: Level, message: String) -> wasmtime::Result<()> {
         tracing::debug!(?level, %message, "recipe log");
-        self.log.push((level, message));
+        self.log.push(LogLine { level, message });
+        Ok(())
     }
 }
 
 impl bindings::nsight::recipe::types::Host for CallState {}
+
+fn to_sql(v: Value) -> report::Value {
+    match v {
+        Value::Null => report::Value::Null,
+        Value::Int(i) => report::Value::Integer(i),
+        Value::Real(r) => report::Value::Real(r),
+        Value::Text(s) => report::Value::Text(s),
+        Value::Blob(b) => report::Value::Blob(b),
+    }
+}
+
+fn from_sql(v: report::Value) -> Value {
+    match v {
+        report::Value::Null => Value::Null,
+        report::Value::Integer(i) => Value::Int(i),
+        report::Value::Real(r) => Value::Real(r),
+        report::Value::Text(s) => Value::Text(s),
+        report::Value::Blob(b) => Value::Blob(b),
+    }
+}
+
+fn wit_error(e: QueryError) -> wit_report::QueryError {
+    use wit_report::QueryError as W;
+    match e {
+        QueryError::NotReadOnly(m) => W::NotReadOnly(m),
+        QueryError::Invalid(m) => W::Invalid(m),
+        QueryError::Interrupted(m) => W::Interrupted(m),
+        QueryError::TooManyCursors(m) => W::TooManyCursors(m),
+        QueryError::Failed(m) => W::Failed(m),
+    }
+}
+
+impl CallState {
+    fn report(&self) -> Result<&ReportDb, QueryError> {
+        self.report
+            .as_ref()
+            .ok_or_else(|| QueryError::Failed("no report is open in this call".into()))
+    }
+}
+
+impl wit_report::Host for CallState {
+    fn tables(&mut self) -> wasmtime::Result<Vec<String>> {
+        Ok(self
+            .report()
+            .and_then(ReportDb::tables)
+            .unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "listing the report's tables failed");
+                Vec::new()
+            }))
+    }
+
+    fn columns(&mut self, table: String) -> wasmtime::Result<Vec<String>> {
+        Ok(self
+            .report()
+            .and_then(|r| r.columns(&table))
+            .unwrap_or_else(|e| {
+                tracing::warn!(error = %e, table, "listing a table's columns failed");
+                Vec::new()
+            }))
+    }
+
+    fn query(
+        &mut self,
+        sql: String,
+        params: Vec<Value>,
+    ) -> wasmtime::Result<Result<Resource<report::Cursor>, wit_report::QueryError>> {
+        let params = params.into_iter().map(to_sql).collect();
+        match self.report().and_then(|r| r.query(&sql, params)) {
+            Ok(cursor) => Ok(Ok(self.resources.push(cursor)?)),
+            Err(e) => {
+                tracing::debug!(error = %e, sql, "recipe query refused");
+                Ok(Err(wit_error(e)))
+            }
+        }
+    }
+}
+
+impl wit_report::HostCursor for CallState {
+    fn columns(&mut self, cursor: Resource<report::Cursor>) -> wasmtime::Result<Vec<String>> {
+        Ok(self.resources.get(&cursor)?.columns().to_vec())
+    }
+
+    fn next_batch(
+        &mut self,
+        cursor: Resource<report::Cursor>,
+        max_rows: u32,
+    ) -> wasmtime::Result<Result<Option<Vec<Vec<Value>>>, wit_report::QueryError>> {
+        let batch = self.resources.get_mut(&cursor)?.next_batch(max_rows);
+        Ok(batch
+            .map(|b| {
+                b.map(|rows| {
+                    rows.into_iter()
+                        .map(|r| r.into_iter().map(from_sql).collect())
+                        .collect()
+                })
+            })
+            .map_err(wit_error))
+    }
+
+    fn drop(&mut self, cursor: Resource<report::Cursor>) -> wasmtime::Result<()> {
+        self.resources.delete(cursor)?;
+        Ok(())
+    }
+}
+
+/// Checks the output's invariants: every row has one value per column.
+fn check_output(output: &Output) -> Result<(), RecipeHostError> {
+    for t in &output.tables {
+        if let Some((i, row)) = t
+            .rows
+            .iter()
+            .enumerate()
+            .find(|(_, r)| r.len() != t.columns.len())
+        {
+            return Err(RecipeHostError::Output(format!(
+                "table {}: row {i} has {} values for {} columns",
+                t.name,
+                row.len(),
+                t.columns.len()
+            )));
+        }
+    }
+    Ok(())
+}
 
 /// Compiles recipe components once and runs each call in a fresh sandbox.
 pub struct RecipeHost {
@@ -147,7 +331,7 @@ impl RecipeHost {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn store(&self) -> Result<Store<CallState>, RecipeHostError> {
+    fn store(&self, report: Option<ReportDb>) -> Result<Store<CallState>, RecipeHostError> {
         let limits = StoreLimitsBuilder::new()
             .memory_size(self.limits.memory_bytes)
             .instances(4)
@@ -157,6 +341,8 @@ impl RecipeHost {
             CallState {
                 limits,
                 log: Vec::new(),
+                report,
+                resources: ResourceTable::new(),
             },
         );
         store.limiter(|s| &mut s.limits);
@@ -166,9 +352,9 @@ impl RecipeHost {
         Ok(store)
     }
 
-    /// Calls the recipe's `describe` in a fresh sandbox.
+    /// Calls the recipe's `describe` in a fresh sandbox (with no report).
     pub fn describe(&self, component: &Component) -> Result<RecipeInfo, RecipeHostError> {
-        let mut store = self.store()?;
+        let mut store = self.store(None)?;
         let recipe = Recipe::instantiate(&mut store, component, &self.linker)
             .map_err(RecipeHostError::Instantiate)?;
         recipe
@@ -177,5 +363,40 @@ impl RecipeHost {
                 call: "describe",
                 source,
             })
+    }
+
+    /// Runs the recipe on the report at `report` (an nsys SQLite export, opened read-only) in
+    /// a fresh sandbox. `args` are (name, value) pairs, names without `--`. This blocks for as
+    /// long as the recipe runs: call it off any async runtime.
+    pub fn run(
+        &self,
+        component: &Component,
+        report: &Path,
+        args: &[(String, String)],
+    ) -> Result<RecipeOutput, RecipeHostError> {
+        let db = ReportDb::open(report, self.limits.query).map_err(|source| {
+            RecipeHostError::OpenReport {
+                path: report.display().to_string(),
+                source,
+            }
+        })?;
+        let mut store = self.store(Some(db))?;
+        let recipe = Recipe::instantiate(&mut store, component, &self.linker)
+            .map_err(RecipeHostError::Instantiate)?;
+        let result = recipe
+            .call_run(&mut store, args)
+            .map_err(|source| RecipeHostError::Call {
+                call: "run",
+                source,
+            })?;
+        let output = result.map_err(RecipeHostError::Recipe)?;
+        check_output(&output)?;
+        let log = std::mem::take(&mut store.data_mut().log);
+        Ok(RecipeOutput {
+            tables: output.tables,
+            notes: output.notes,
+            figures: output.figures,
+            log,
+        })
     }
 }

@@ -1,4 +1,4 @@
-//! Toolchain proof 2: a recipe guest component (plugins/recipes/nvtx-sum, built for
+//! Toolchain proof 2: recipe guest components (plugins/recipes/*, built for
 //! wasm32-unknown-unknown and componentised with wasm-tools) instantiated by our wasmtime host.
 
 #![allow(clippy::unwrap_used, reason = "tests fail loudly on unexpected errors")]
@@ -14,8 +14,32 @@ fn host_calls_describe_on_the_nvtx_sum_component() {
     assert_eq!(info.name, "nvtx_sum");
     assert_eq!(info.display_name, "NVTX Range Summary");
     let names: Vec<&str> = info.arguments.iter().map(|a| a.name.as_str()).collect();
-    assert_eq!(names, ["timeunit", "filter-time"]);
+    assert_eq!(names, ["timeunit"]);
     assert_eq!(info.arguments[0].default_value.as_deref(), Some("nsec"));
+}
+
+#[test]
+fn every_recipe_describes_itself() {
+    let host = RecipeHost::new(Limits::default()).unwrap();
+    for (file, name, args) in [
+        ("nvtx_sum", "nvtx_sum", &["timeunit"][..]),
+        (
+            "cuda_gpu_kern_sum",
+            "cuda_gpu_kern_sum",
+            &["timeunit", "name"][..],
+        ),
+        ("cuda_api_sum", "cuda_api_sum", &["timeunit"][..]),
+        ("sql", "sql", &["query", "limit"][..]),
+    ] {
+        let component = host
+            .load(&wasm_artifact(&format!("recipes/{file}.wasm")))
+            .unwrap();
+        let info = host.describe(&component).unwrap();
+        assert_eq!(info.name, name);
+        assert!(!info.description.is_empty());
+        let names: Vec<&str> = info.arguments.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(names, args, "{name}");
+    }
 }
 
 #[test]

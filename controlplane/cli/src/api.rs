@@ -311,10 +311,20 @@ pub struct TagStatus {
     pub tag: String,
     #[serde(default)]
     pub agents: Vec<AgentStatus>,
+    /// Counts over all the tag's agents (`agents` lists at most the server's limit).
+    #[serde(default)]
+    pub agent_counts: Option<AgentCounts>,
     #[serde(default)]
     pub active_session: Option<SessionSummary>,
     #[serde(default)]
     pub active_collection: Option<CollectionSummary>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentCounts {
+    pub known: usize,
+    pub connected: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -376,6 +386,11 @@ pub struct CollectionSummary {
     pub completed_at: Option<u64>,
     #[serde(default)]
     pub agents: BTreeMap<String, AgentOutcome>,
+    /// Per-state counts over all agents (`agents` may list only some).
+    #[serde(default)]
+    pub outcome_counts: Option<BTreeMap<String, usize>>,
+    #[serde(default)]
+    pub agents_total: Option<usize>,
 }
 
 /// What happened at one agent in one collection; `keys` only for `uploaded`, `reason` only for

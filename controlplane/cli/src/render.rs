@@ -10,8 +10,7 @@
 //! Strings that come from agents (pod names, diagnostics, failure reasons) are shown with
 //! control characters replaced, so they cannot drive the user's terminal.
 
-use std::fmt::Write as _;
-use std::path::Path;
+use std::{collections::BTreeMap, fmt::Write as _, path::Path};
 
 use serde_json::json;
 
@@ -135,15 +134,24 @@ pub fn status(status: &TagStatus, now: u64) -> Rendered {
         Some(c) => collection_lines(&mut r, c, status.active_session.as_ref()),
         None => r.line("Collection:  none"),
     }
-    let connected = status.agents.iter().filter(|a| a.connected).count();
-    if status.agents.is_empty() {
+    let (known, connected) = match status.agent_counts {
+        Some(c) => (c.known, c.connected),
+        None => (
+            status.agents.len(),
+            status.agents.iter().filter(|a| a.connected).count(),
+        ),
+    };
+    if known == 0 {
         r.line("Agents:      none on this tag; profiler-start would profile nothing");
         return r;
     }
-    r.line(format!(
-        "Agents:      {} known, {connected} connected",
-        status.agents.len()
-    ));
+    r.line(format!("Agents:      {known} known, {connected} connected"));
+    if status.agents.len() < known {
+        r.line(format!(
+            "             (listing the first {} of {known})",
+            status.agents.len()
+        ));
+    }
     if connected == 0 {
         r.line("             (none connected: profiler-start would profile nothing)");
     }
@@ -213,22 +221,34 @@ fn outcome_counts(c: &CollectionSummary) -> String {
     const ORDER: [&str; 7] = [
         "pending", "started", "stopSent", "uploaded", "failed", "timedOut", "lost",
     ];
-    let total = count(c.agents.len() as u64, "agent");
-    if c.agents.is_empty() {
+    // The server's counts cover every agent; older servers only send the (full) list.
+    let counts: BTreeMap<String, usize> = match &c.outcome_counts {
+        Some(counts) => counts.clone(),
+        None => {
+            let mut counts = BTreeMap::new();
+            for o in c.agents.values() {
+                *counts.entry(o.state.clone()).or_insert(0) += 1;
+            }
+            counts
+        }
+    };
+    let all: usize = counts.values().sum();
+    let total = count(c.agents_total.unwrap_or(all) as u64, "agent");
+    if all == 0 {
         return total;
     }
     let mut parts: Vec<String> = ORDER
         .iter()
         .filter_map(|state| {
-            let n = c.agents.values().filter(|o| o.state == *state).count();
+            let n = counts.get(*state).copied().unwrap_or(0);
             (n > 0).then(|| format!("{n} {state}"))
         })
         .collect();
-    let others = c
-        .agents
-        .values()
-        .filter(|o| !ORDER.contains(&o.state.as_str()))
-        .count();
+    let others: usize = counts
+        .iter()
+        .filter(|(state, _)| !ORDER.contains(&state.as_str()))
+        .map(|(_, n)| n)
+        .sum();
     if others > 0 {
         parts.push(format!("{others} other"));
     }

@@ -3,7 +3,8 @@
 //! backend that "uploads" a report key per collection instead of profiling. For integration
 //! tests and the coordinator benchmark; it is not a profiler.
 //!
-//! Prints one JSON line per channel event on stdout: `{"agent":3,"event":"started",...}`.
+//! Prints one JSON line per channel event on stdout:
+//! `{"agent":3,"event":"started",...,"atMs":<unix ms>}`.
 
 use std::time::Duration;
 
@@ -27,6 +28,17 @@ struct Args {
     /// Pods are named `<pod-prefix>-<n>`.
     #[arg(long, default_value = "sim-pod")]
     pod_prefix: String,
+    /// Directory with ca.crt, agent.crt, agent.key for the channel's mutual TLS; without it
+    /// the agents speak plaintext (the coordinator must allow that).
+    #[arg(long)]
+    tls_dir: Option<std::path::PathBuf>,
+    /// The name on the coordinator's certificate.
+    #[arg(long, default_value = "localhost")]
+    tls_server_name: String,
+    /// Delay between starting one agent and the next, in microseconds (a benchmark ramps
+    /// thousands of agents up instead of opening every TLS connection in the same instant).
+    #[arg(long, default_value_t = 0)]
+    ramp_us: u64,
     /// Simulated upload time per collection.
     #[arg(long, default_value_t = 50)]
     upload_ms: u64,
@@ -54,6 +66,14 @@ impl Backend for SimBackend {
             self.tag, at.session, at.collection, self.process, self.tag, self.pod
         )])
     }
+}
+
+/// Wall-clock milliseconds, so a benchmark can relate events to its own clock.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or_default()
 }
 
 fn event_json(agent: u32, event: &Event) -> serde_json::Value {
@@ -86,6 +106,11 @@ async fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
+    let tls = args
+        .tls_dir
+        .as_deref()
+        .map(|dir| channel::AgentTls::from_dir(dir, &args.tls_server_name))
+        .transpose()?;
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<String>();
     for n in 0..args.count {
         let pod = format!("{}-{n}", args.pod_prefix);
@@ -101,6 +126,7 @@ async fn main() -> anyhow::Result<()> {
             backend: "nvtx".into(),
             diagnostics: Vec::new(),
             max_backoff: Duration::from_secs(2),
+            tls: tls.clone(),
         };
         let mut backend = SimBackend {
             tag: args.tag.clone(),
@@ -109,11 +135,15 @@ async fn main() -> anyhow::Result<()> {
             upload: Duration::from_millis(args.upload_ms),
         };
         let out = out_tx.clone();
+        let ramp = Duration::from_micros(args.ramp_us.saturating_mul(u64::from(n)));
         tokio::spawn(async move {
+            tokio::time::sleep(ramp).await;
             let (tx, mut rx) = mpsc::unbounded_channel();
             let forward = tokio::spawn(async move {
                 while let Some(event) = rx.recv().await {
-                    if out.send(event_json(n, &event).to_string()).is_err() {
+                    let mut line = event_json(n, &event);
+                    line["atMs"] = serde_json::json!(now_ms());
+                    if out.send(line.to_string()).is_err() {
                         break;
                     }
                 }

@@ -26,6 +26,17 @@ struct Args {
     /// After STOP, how long agents have to upload before they are reported as timed out.
     #[arg(long, default_value_t = 120_000)]
     upload_timeout_ms: u64,
+    /// Mutual TLS for the agent channel: a directory with ca.crt, tls.crt, tls.key (a mounted
+    /// TLS Secret). Required unless --insecure-agent-channel.
+    #[arg(long, env = "NSIGHT_COORDINATOR_TLS_DIR")]
+    tls_dir: Option<PathBuf>,
+    /// Local mode: create a CA, a server certificate and an agent certificate in --tls-dir when
+    /// it has none.
+    #[arg(long, requires = "tls_dir")]
+    generate_local_certs: bool,
+    /// Serve the agent channel in plaintext (a trusted network only).
+    #[arg(long, conflicts_with = "tls_dir")]
+    insecure_agent_channel: bool,
     /// Print the REST API's OpenAPI document and exit.
     #[arg(long)]
     print_openapi: bool,
@@ -47,6 +58,17 @@ async fn main() -> anyhow::Result<()> {
         );
         return Ok(());
     }
+    if args.tls_dir.is_none() && !args.insecure_agent_channel {
+        anyhow::bail!(
+            "the agent channel needs mutual TLS: pass --tls-dir DIR (with ca.crt, tls.crt, tls.key; \
+             add --generate-local-certs to create them) or --insecure-agent-channel on a trusted network"
+        );
+    }
+    if let (Some(dir), true) = (&args.tls_dir, args.generate_local_certs) {
+        if nsight_coordinator::server::tls::ensure_local_certs(dir)? {
+            tracing::info!(dir = %dir.display(), "generated local agent-channel certificates");
+        }
+    }
     let machine = Config {
         heartbeat_timeout_ms: args.heartbeat_timeout_ms,
         upload_timeout_ms: args.upload_timeout_ms,
@@ -56,6 +78,7 @@ async fn main() -> anyhow::Result<()> {
         http_addr: args.http,
         grpc_addr: args.grpc,
         state_dir: args.state_dir,
+        agent_tls_dir: args.tls_dir,
         machine,
     })
     .await?;

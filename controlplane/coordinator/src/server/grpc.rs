@@ -143,18 +143,18 @@ fn refused(reason: String) -> Response<OutStream> {
 /// One message from a registered agent.
 fn handle(hub: &Hub, key: &AgentKey, message: AgentMessage) -> Result<(), String> {
     let result = match message.msg {
-        Some(In::Heartbeat(_)) => hub.apply(|m, now| m.heartbeat(key, now)),
+        Some(In::Heartbeat(_)) => hub.apply_agent(|m, now| m.heartbeat(key, now)),
         Some(In::Ack(a)) => {
             let (s, c) = ids(&a.session, a.collection)?;
-            hub.apply(|m, now| m.agent_acknowledged(key, s, c, now))
+            hub.apply_agent(|m, now| m.agent_acknowledged(key, s, c, now))
         }
         Some(In::Uploaded(u)) => {
             let (s, c) = ids(&u.session, u.collection)?;
-            hub.apply(|m, now| m.agent_uploaded(key, s, c, u.keys, now))
+            hub.apply_agent(|m, now| m.agent_uploaded(key, s, c, u.keys, now))
         }
         Some(In::Failed(f)) => {
             let (s, c) = ids(&f.session, f.collection)?;
-            hub.apply(|m, now| m.agent_failed(key, s, c, f.reason, now))
+            hub.apply_agent(|m, now| m.agent_failed(key, s, c, f.reason, now))
         }
         Some(In::Register(_)) => return Err("already registered on this stream".into()),
         None => return Err("empty message".into()),

@@ -1,20 +1,28 @@
 //! The hub: the one place that owns the state machine, the store and the agents' outbound
-//! streams. Every event goes through [`Hub::apply`], which calls the machine under one lock and
-//! carries out its effects in order (persist, disconnect, send). Nothing else writes state.
+//! streams. Every event goes through one of its methods, which call the machine under one lock
+//! and carry out its effects in order (persist, disconnect, send). Nothing else writes state.
+//!
+//! Durability: what a user asked for over REST (begin, start, stop, end) and anything that is
+//! followed by a command to an agent is written before the call returns. Agents' own reports
+//! (acknowledgements, uploads, registrations) are group-committed by [`Hub::flush`] every few
+//! tens of milliseconds: thousands of agents answering one START cost a handful of writes, not
+//! thousands. A crash inside that window loses only reports the coordinator asks for again:
+//! reconnecting agents are re-sent START/STOP and answer again (see the agent's `Backend`).
 
 use std::{
-    collections::HashMap,
+    collections::{BTreeSet, HashMap},
     sync::{Arc, Mutex, MutexGuard, PoisonError},
     time::{SystemTime, UNIX_EPOCH},
 };
 
 use tokio::sync::mpsc;
 
-use super::store::{StateStore, StoreError};
+use super::store::{Batch, StateStore, StoreError};
 use crate::{
     proto::{coordinator_message::Msg, CoordinatorMessage, Start, Stop},
     state::{
         AgentInfo, AgentKey, Command, CoordError, Coordinator, Effect, Millis, Outcome, Registered,
+        SessionId,
     },
 };
 
@@ -31,6 +39,18 @@ struct Core {
     store: Box<dyn StateStore>,
     links: HashMap<AgentKey, Link>,
     next_connection: u64,
+    /// Changed but not yet written (see the module doc on durability).
+    dirty_sessions: BTreeSet<SessionId>,
+    dirty_agents: BTreeSet<AgentKey>,
+}
+
+/// When the effects' writes must be durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Durability {
+    /// Before the call returns.
+    Now,
+    /// At the next group commit, unless the effects include a command to an agent.
+    Soon,
 }
 
 /// Why a request could not be carried out.
@@ -69,6 +89,8 @@ impl Hub {
             store,
             links: HashMap::new(),
             next_connection: 0,
+            dirty_sessions: BTreeSet::new(),
+            dirty_agents: BTreeSet::new(),
         };
         tracing::info!(
             sessions = restored.value.sessions,
@@ -76,7 +98,7 @@ impl Hub {
             "coordinator state restored"
         );
         let repairs = restored.value.repairs.clone();
-        carry_out(&mut core, restored.effects)?;
+        carry_out(&mut core, restored.effects, Durability::Now)?;
         Ok((
             Self {
                 core: Arc::new(Mutex::new(core)),
@@ -91,15 +113,39 @@ impl Hub {
         self.core.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Runs one mutating call on the machine and carries out its effects.
+    /// Runs a user's call (REST) on the machine; its changes are durable when it returns.
     pub fn apply<T>(
         &self,
         call: impl FnOnce(&mut Coordinator, Millis) -> Result<Outcome<T>, CoordError>,
     ) -> Result<T, HubError> {
+        self.apply_with(Durability::Now, call)
+    }
+
+    /// Runs an agent's report on the machine; its changes are group-committed.
+    pub fn apply_agent<T>(
+        &self,
+        call: impl FnOnce(&mut Coordinator, Millis) -> Result<Outcome<T>, CoordError>,
+    ) -> Result<T, HubError> {
+        self.apply_with(Durability::Soon, call)
+    }
+
+    fn apply_with<T>(
+        &self,
+        durability: Durability,
+        call: impl FnOnce(&mut Coordinator, Millis) -> Result<Outcome<T>, CoordError>,
+    ) -> Result<T, HubError> {
         let mut core = self.lock();
         let outcome = call(&mut core.machine, now())?;
-        carry_out(&mut core, outcome.effects).map_err(HubError::Store)?;
+        carry_out(&mut core, outcome.effects, durability).map_err(HubError::Store)?;
         Ok(outcome.value)
+    }
+
+    /// Group commit: writes what agents' reports changed since the last flush.
+    pub fn flush(&self) {
+        let mut core = self.lock();
+        if let Err(e) = flush(&mut core) {
+            tracing::error!(error = %e, "saving coordinator state failed; retrying");
+        }
     }
 
     /// Reads the machine.
@@ -125,7 +171,7 @@ impl Hub {
         core.next_connection += 1;
         let connection = core.next_connection;
         core.links.insert(key, Link { connection, tx });
-        carry_out(&mut core, outcome.effects).map_err(HubError::Store)?;
+        carry_out(&mut core, outcome.effects, Durability::Soon).map_err(HubError::Store)?;
         Ok((outcome.value, connection))
     }
 
@@ -143,7 +189,7 @@ impl Hub {
         core.links.remove(agent);
         let at = now();
         if let Ok(outcome) = core.machine.agent_disconnected(agent, at) {
-            if let Err(e) = carry_out(&mut core, outcome.effects) {
+            if let Err(e) = carry_out(&mut core, outcome.effects, Durability::Soon) {
                 tracing::error!(error = %e, "saving state after a disconnect failed");
             }
         }
@@ -154,7 +200,7 @@ impl Hub {
         let mut core = self.lock();
         let at = now();
         let outcome = core.machine.tick(at);
-        if let Err(e) = carry_out(&mut core, outcome.effects) {
+        if let Err(e) = carry_out(&mut core, outcome.effects, Durability::Soon) {
             tracing::error!(error = %e, "saving state after timeouts failed");
         }
     }
@@ -185,20 +231,60 @@ fn wire(command: &Command) -> CoordinatorMessage {
     CoordinatorMessage { msg: Some(msg) }
 }
 
-/// Carries out effects in the machine's order. Persist failures stop before anything is sent.
-fn carry_out(core: &mut Core, effects: Vec<Effect>) -> Result<(), StoreError> {
-    for effect in effects {
+/// Writes every dirty session and agent in one transaction; on failure they stay dirty.
+fn flush(core: &mut Core) -> Result<(), StoreError> {
+    if core.dirty_sessions.is_empty() && core.dirty_agents.is_empty() {
+        return Ok(());
+    }
+    let Core {
+        machine,
+        store,
+        dirty_sessions,
+        dirty_agents,
+        ..
+    } = core;
+    let batch = Batch {
+        sessions: dirty_sessions
+            .iter()
+            .filter_map(|id| machine.session(*id).ok())
+            .collect(),
+        agents: dirty_agents
+            .iter()
+            .map(|key| (key.clone(), machine.agent_info(key)))
+            .collect(),
+    };
+    store.write(&batch)?;
+    dirty_sessions.clear();
+    dirty_agents.clear();
+    Ok(())
+}
+
+/// Carries out effects in the machine's order: records what to persist, writes it (now, or at
+/// the next group commit, see the module doc), then closes and sends. A failed write stops
+/// before anything is sent.
+fn carry_out(
+    core: &mut Core,
+    effects: Vec<Effect>,
+    durability: Durability,
+) -> Result<(), StoreError> {
+    let sends = effects.iter().any(|e| matches!(e, Effect::Send { .. }));
+    for effect in &effects {
         match effect {
             Effect::Persist { session } => {
-                if let Ok(s) = core.machine.session(session) {
-                    let s = s.clone();
-                    core.store.save_session(&s)?;
-                }
+                core.dirty_sessions.insert(*session);
             }
-            Effect::PersistAgents => {
-                let agents = core.machine.agent_infos();
-                core.store.save_agents(&agents)?;
+            Effect::PersistAgent { agent } => {
+                core.dirty_agents.insert(agent.clone());
             }
+            Effect::Disconnect { .. } | Effect::Send { .. } => {}
+        }
+    }
+    if durability == Durability::Now || sends {
+        flush(core)?;
+    }
+    for effect in effects {
+        match effect {
+            Effect::Persist { .. } | Effect::PersistAgent { .. } => {}
             Effect::Disconnect { agent, reason } => {
                 tracing::info!(agent = %agent.as_str(), %reason, "closing agent stream");
                 core.links.remove(&agent);

@@ -7,6 +7,7 @@ pub mod openapi;
 pub mod problem;
 pub mod rest;
 pub mod store;
+pub mod tls;
 
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
@@ -25,6 +26,9 @@ pub struct ServerConfig {
     pub grpc_addr: SocketAddr,
     /// Where the state database lives; `None` keeps state in memory only.
     pub state_dir: Option<PathBuf>,
+    /// The agent channel's mutual TLS: a directory with ca.crt, tls.crt and tls.key.
+    /// `None` serves plaintext (only for a trusted network; logged as a warning).
+    pub agent_tls_dir: Option<PathBuf>,
     pub machine: Config,
 }
 
@@ -49,12 +53,30 @@ pub enum ServeError {
     StateDir(String, #[source] std::io::Error),
     #[error("cannot load the coordinator state")]
     Store(#[from] store::StoreError),
+    #[error("agent channel TLS")]
+    Tls(#[from] tls::TlsError),
+    #[error("agent channel TLS configuration refused")]
+    TlsConfig(#[source] tonic::transport::Error),
 }
 
+/// How often agents' reports are written (see `hub`'s module doc on durability).
+const GROUP_COMMIT_INTERVAL: Duration = Duration::from_millis(50);
+
+/// Accept queue length: thousands of agents may (re)connect at the same moment, e.g. after a
+/// coordinator restart.
+const LISTEN_BACKLOG: u32 = 4096;
+
 async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|source| ServeError::Bind { addr, source })
+    let err = |source| ServeError::Bind { addr, source };
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()
+    } else {
+        tokio::net::TcpSocket::new_v6()
+    }
+    .map_err(err)?;
+    socket.set_reuseaddr(true).map_err(err)?;
+    socket.bind(addr).map_err(err)?;
+    socket.listen(LISTEN_BACKLOG).map_err(err)
 }
 
 /// Restores state, binds both listeners and spawns the servers and the timeout timer.
@@ -96,14 +118,36 @@ pub async fn serve(config: ServerConfig) -> Result<Running, ServeError> {
     });
     let service =
         AgentChannelServer::new(grpc::AgentService::new(hub.clone(), heartbeat_interval_ms));
+    let mut builder = tonic::transport::Server::builder();
+    match &config.agent_tls_dir {
+        Some(dir) => {
+            builder = builder
+                .tls_config(tls::server_config(dir)?)
+                .map_err(ServeError::TlsConfig)?;
+        }
+        None => tracing::warn!(
+            "agent channel WITHOUT TLS: anyone who reaches the port can act as an agent"
+        ),
+    }
     tokio::spawn(async move {
-        let result = tonic::transport::Server::builder()
-            .http2_keepalive_interval(Some(Duration::from_secs(10)))
+        let result = builder
+            // Dead peers are found by the agents' heartbeats; h2 pings only keep NAT/LB paths
+            // open, so a generous timeout avoids dropping agents on a busy node.
+            .http2_keepalive_interval(Some(Duration::from_secs(30)))
+            .http2_keepalive_timeout(Some(Duration::from_secs(60)))
             .add_service(service)
             .serve_with_incoming(TcpListenerStream::new(grpc))
             .await;
         if let Err(e) = result {
             tracing::error!(error = %e, "agent channel stopped");
+        }
+    });
+    let flusher = hub.clone();
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(GROUP_COMMIT_INTERVAL);
+        loop {
+            every.tick().await;
+            flusher.flush();
         }
     });
     tokio::spawn(async move {

@@ -47,7 +47,7 @@ pub fn document() -> Value {
         "paths": {
             "/status": { "get": {
                 "summary": "Agents, open session and active collection of a tag",
-                "parameters": [tag_param],
+                "parameters": [tag_param, { "name": "limit", "in": "query", "required": false, "description": "agents listed (counts always cover all)", "schema": { "type": "integer", "default": 100 } }],
                 "responses": with_problems(json!({ "200": ok("tag status", "TagStatus") }))
             }},
             "/sessions": {
@@ -103,8 +103,9 @@ fn schemas() -> Value {
         "TagStatus": { "type": "object", "properties": {
             "tag": { "type": "string" },
             "agents": { "type": "array", "items": { "$ref": "#/components/schemas/AgentStatus" } },
+            "agentCounts": { "type": "object", "properties": { "known": { "type": "integer" }, "connected": { "type": "integer" } } },
             "activeSession": { "allOf": [{ "$ref": "#/components/schemas/SessionSummary" }], "nullable": true },
-            "activeCollection": { "type": "object", "nullable": true } } },
+            "activeCollection": { "type": "object", "nullable": true, "description": "Collection + session, outcomeCounts, agentsTotal" } } },
         "AgentStatus": { "type": "object", "properties": {
             "key": { "type": "string" }, "connected": { "type": "boolean" }, "lastSeen": ms,
             "info": { "type": "object", "properties": {

@@ -54,15 +54,22 @@ fn session_id(raw: &str) -> Result<SessionId, Problem> {
         .map_err(|_| Problem::bad_request(format!("`{raw}` is not a session id (a UUID)")))
 }
 
+/// Agents listed by `status` unless `limit` says otherwise; the counts cover all of them.
+pub const DEFAULT_STATUS_LIMIT: usize = 100;
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct TagQuery {
+struct StatusQuery {
     tag: Option<String>,
+    limit: Option<usize>,
 }
 
-async fn status(State(hub): State<Hub>, Query(q): Query<TagQuery>) -> Result<Response, Problem> {
+async fn status(State(hub): State<Hub>, Query(q): Query<StatusQuery>) -> Result<Response, Problem> {
     let tag = tag(q.tag.as_deref())?;
-    Ok(Json(hub.read(|m| m.status(&tag))).into_response())
+    let limit = q.limit.unwrap_or(DEFAULT_STATUS_LIMIT);
+    // Serialize outside the lock: the view is a copy.
+    let view = hub.read(|m| m.status_limited(&tag, limit));
+    Ok(Json(view).into_response())
 }
 
 #[derive(Debug, Deserialize)]

@@ -1,15 +1,18 @@
 //! Durable coordinator state behind a small trait: sessions (with their collections and per-agent
-//! outcomes) and the agents expected back after a restart. Written only by the hub.
+//! outcomes) and the agents expected back after a restart. Written only by the hub, in batches:
+//! one transaction (one sync) per batch.
 
-use std::path::Path;
+use std::{collections::BTreeMap, path::Path};
 
 use redb::{Database, ReadableTable, TableDefinition};
 
-use crate::state::{AgentInfo, Session, SessionId};
+use crate::state::{AgentInfo, AgentKey, Session, SessionId};
 
+/// redb's default cache is 1 GiB; the state is small and read once at start.
+const STATE_CACHE_BYTES: usize = 16 << 20;
 const SESSIONS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("sessions");
+/// One row per known agent, by agent key: saving one agent costs the same with 10 or 10,000.
 const AGENTS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("agents");
-const AGENTS_KEY: &str = "known";
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -35,14 +38,27 @@ fn db_err(e: impl Into<redb::Error>) -> StoreError {
     StoreError::Database(Box::new(e.into()))
 }
 
+/// One durable write: sessions to save, agents to save (`Some`) or forget (`None`).
+#[derive(Debug, Default)]
+pub struct Batch<'a> {
+    pub sessions: Vec<&'a Session>,
+    pub agents: Vec<(AgentKey, Option<&'a AgentInfo>)>,
+}
+
+impl Batch<'_> {
+    pub fn is_empty(&self) -> bool {
+        self.sessions.is_empty() && self.agents.is_empty()
+    }
+}
+
 /// Where the coordinator keeps what must survive a restart.
 pub trait StateStore: Send + std::fmt::Debug {
     fn load(&self) -> Result<(Vec<Session>, Vec<AgentInfo>), StoreError>;
-    fn save_session(&mut self, session: &Session) -> Result<(), StoreError>;
-    fn save_agents(&mut self, agents: &[AgentInfo]) -> Result<(), StoreError>;
+    /// Writes the whole batch atomically and durably.
+    fn write(&mut self, batch: &Batch<'_>) -> Result<(), StoreError>;
 }
 
-/// redb on a volume: each save is one durable transaction.
+/// redb on a volume.
 pub struct RedbStore {
     db: Database,
 }
@@ -55,90 +71,112 @@ impl std::fmt::Debug for RedbStore {
 
 impl RedbStore {
     pub fn open(path: &Path) -> Result<Self, StoreError> {
-        let db = Database::create(path).map_err(|source| StoreError::Open {
-            path: path.display().to_string(),
-            source: Box::new(source),
-        })?;
+        let db = Database::builder()
+            .set_cache_size(STATE_CACHE_BYTES)
+            .create(path)
+            .map_err(|source| StoreError::Open {
+                path: path.display().to_string(),
+                source: Box::new(source),
+            })?;
         let txn = db.begin_write().map_err(db_err)?;
         txn.open_table(SESSIONS).map_err(db_err)?;
         txn.open_table(AGENTS).map_err(db_err)?;
         txn.commit().map_err(db_err)?;
         Ok(Self { db })
     }
+}
 
-    fn put(
-        &self,
-        table: TableDefinition<'_, &str, &[u8]>,
-        key: &str,
-        value: &[u8],
-    ) -> Result<(), StoreError> {
-        let txn = self.db.begin_write().map_err(db_err)?;
-        {
-            let mut t = txn.open_table(table).map_err(db_err)?;
-            t.insert(key, value).map_err(db_err)?;
-        }
-        txn.commit().map_err(db_err)
-    }
+fn decode<T: serde::de::DeserializeOwned>(key: &str, bytes: &[u8]) -> Result<T, StoreError> {
+    serde_json::from_slice(bytes).map_err(|source| StoreError::Corrupt {
+        key: key.to_string(),
+        source,
+    })
 }
 
 impl StateStore for RedbStore {
     fn load(&self) -> Result<(Vec<Session>, Vec<AgentInfo>), StoreError> {
         let txn = self.db.begin_read().map_err(db_err)?;
-        let sessions_table = txn.open_table(SESSIONS).map_err(db_err)?;
         let mut sessions = Vec::new();
-        for row in sessions_table.iter().map_err(db_err)? {
+        for row in txn
+            .open_table(SESSIONS)
+            .map_err(db_err)?
+            .iter()
+            .map_err(db_err)?
+        {
             let (key, value) = row.map_err(db_err)?;
-            let session =
-                serde_json::from_slice(value.value()).map_err(|source| StoreError::Corrupt {
-                    key: key.value().to_string(),
-                    source,
-                })?;
-            sessions.push(session);
+            sessions.push(decode(key.value(), value.value())?);
         }
-        let agents_table = txn.open_table(AGENTS).map_err(db_err)?;
-        let agents = match agents_table.get(AGENTS_KEY).map_err(db_err)? {
-            Some(v) => serde_json::from_slice(v.value()).map_err(|source| StoreError::Corrupt {
-                key: AGENTS_KEY.into(),
-                source,
-            })?,
-            None => Vec::new(),
-        };
+        let mut agents = Vec::new();
+        for row in txn
+            .open_table(AGENTS)
+            .map_err(db_err)?
+            .iter()
+            .map_err(db_err)?
+        {
+            let (key, value) = row.map_err(db_err)?;
+            agents.push(decode(key.value(), value.value())?);
+        }
         Ok((sessions, agents))
     }
 
-    fn save_session(&mut self, session: &Session) -> Result<(), StoreError> {
-        let bytes = serde_json::to_vec(session).map_err(StoreError::Encode)?;
-        self.put(SESSIONS, &session.id.to_string(), &bytes)
-    }
-
-    fn save_agents(&mut self, agents: &[AgentInfo]) -> Result<(), StoreError> {
-        let bytes = serde_json::to_vec(agents).map_err(StoreError::Encode)?;
-        self.put(AGENTS, AGENTS_KEY, &bytes)
+    fn write(&mut self, batch: &Batch<'_>) -> Result<(), StoreError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let txn = self.db.begin_write().map_err(db_err)?;
+        {
+            let mut sessions = txn.open_table(SESSIONS).map_err(db_err)?;
+            for session in &batch.sessions {
+                let bytes = serde_json::to_vec(session).map_err(StoreError::Encode)?;
+                let key = session.id.to_string();
+                sessions
+                    .insert(key.as_str(), bytes.as_slice())
+                    .map_err(db_err)?;
+            }
+            let mut agents = txn.open_table(AGENTS).map_err(db_err)?;
+            for (key, info) in &batch.agents {
+                match info {
+                    Some(info) => {
+                        let bytes = serde_json::to_vec(info).map_err(StoreError::Encode)?;
+                        agents
+                            .insert(key.as_str(), bytes.as_slice())
+                            .map_err(db_err)?;
+                    }
+                    None => {
+                        agents.remove(key.as_str()).map_err(db_err)?;
+                    }
+                }
+            }
+        }
+        txn.commit().map_err(db_err)
     }
 }
 
 /// Keeps state in memory only (a coordinator started without a state directory).
 #[derive(Debug, Default)]
 pub struct MemoryStore {
-    sessions: std::collections::BTreeMap<SessionId, Session>,
-    agents: Vec<AgentInfo>,
+    sessions: BTreeMap<SessionId, Session>,
+    agents: BTreeMap<AgentKey, AgentInfo>,
 }
 
 impl StateStore for MemoryStore {
     fn load(&self) -> Result<(Vec<Session>, Vec<AgentInfo>), StoreError> {
         Ok((
             self.sessions.values().cloned().collect(),
-            self.agents.clone(),
+            self.agents.values().cloned().collect(),
         ))
     }
 
-    fn save_session(&mut self, session: &Session) -> Result<(), StoreError> {
-        self.sessions.insert(session.id, session.clone());
-        Ok(())
-    }
-
-    fn save_agents(&mut self, agents: &[AgentInfo]) -> Result<(), StoreError> {
-        self.agents = agents.to_vec();
+    fn write(&mut self, batch: &Batch<'_>) -> Result<(), StoreError> {
+        for session in &batch.sessions {
+            self.sessions.insert(session.id, (*session).clone());
+        }
+        for (key, info) in &batch.agents {
+            match info {
+                Some(info) => self.agents.insert(key.clone(), (*info).clone()),
+                None => self.agents.remove(key),
+            };
+        }
         Ok(())
     }
 }

@@ -32,7 +32,7 @@ impl Coordinator {
         let reconnected = previous.is_some();
         let mut fx = Effects::default();
         if previous.is_none_or(|a| a.info != info) {
-            fx.persist_agents();
+            fx.persist_agent(key.clone());
         }
         let tag = info.tag.clone();
         self.agents.insert(

@@ -45,8 +45,9 @@ impl Command {
 pub enum Effect {
     /// Save this session (read it with `Coordinator::session`).
     Persist { session: SessionId },
-    /// Save the known agents (read them with `Coordinator::agent_infos`).
-    PersistAgents,
+    /// Save this agent's registration (read it with `Coordinator::agent_info`), or delete the
+    /// saved one when the coordinator no longer knows the agent (it was forgotten).
+    PersistAgent { agent: AgentKey },
     /// Close this agent's stream: it was declared disconnected. It may register again.
     Disconnect { agent: AgentKey, reason: String },
     /// Send a command to a connected agent.
@@ -119,7 +120,7 @@ pub struct Restored {
 #[derive(Debug, Default)]
 pub(crate) struct Effects {
     persist: BTreeSet<SessionId>,
-    persist_agents: bool,
+    persist_agents: BTreeSet<AgentKey>,
     disconnects: Vec<Effect>,
     sends: Vec<Effect>,
 }
@@ -129,8 +130,8 @@ impl Effects {
         self.persist.insert(session);
     }
 
-    pub(crate) fn persist_agents(&mut self) {
-        self.persist_agents = true;
+    pub(crate) fn persist_agent(&mut self, agent: AgentKey) {
+        self.persist_agents.insert(agent);
     }
 
     pub(crate) fn disconnect(&mut self, agent: AgentKey, reason: String) {
@@ -147,9 +148,11 @@ impl Effects {
             .into_iter()
             .map(|session| Effect::Persist { session })
             .collect();
-        if self.persist_agents {
-            effects.push(Effect::PersistAgents);
-        }
+        effects.extend(
+            self.persist_agents
+                .into_iter()
+                .map(|agent| Effect::PersistAgent { agent }),
+        );
         effects.extend(self.disconnects);
         effects.extend(self.sends);
         Outcome { value, effects }

@@ -231,10 +231,10 @@ impl Coordinator {
             .map(|(key, _)| key.clone())
             .collect();
         if !forget.is_empty() {
-            for key in &forget {
-                self.agents.remove(key);
+            for key in forget {
+                self.agents.remove(&key);
+                fx.persist_agent(key);
             }
-            fx.persist_agents();
         }
         fx.finish(())
     }

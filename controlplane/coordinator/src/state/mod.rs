@@ -3,7 +3,7 @@
 //! ```text
 //!  users ─ begin_session / start / stop / end_session ─┐
 //!  agents ─ register / heartbeat / ack / upload / fail ─┼─> Coordinator ──> Outcome { value, effects }
-//!  timer ─ tick(now) ───────────────────────────────────┘        │             Persist / PersistAgents
+//!  timer ─ tick(now) ───────────────────────────────────┘        │             Persist / PersistAgent
 //!                                                       status / sessions      Disconnect / Send(START|STOP)
 //! ```
 //!
@@ -31,4 +31,6 @@ pub use model::{
     AgentIdentity, AgentInfo, AgentKey, AgentOutcome, Backend, Collection, CollectionId,
     CollectionState, Millis, Session, SessionId, SessionState, Tag, Title, ValidationError,
 };
-pub use view::{AgentStatus, CollectionSummary, SessionFilter, SessionSummary, TagStatus};
+pub use view::{
+    AgentCounts, AgentStatus, CollectionSummary, SessionFilter, SessionSummary, TagStatus,
+};

@@ -425,6 +425,19 @@ pub enum AgentOutcome {
 }
 
 impl AgentOutcome {
+    /// The state's name as serialized (`pending`, `started`, `stopSent`, `uploaded`, ...).
+    pub fn state_name(&self) -> &'static str {
+        match self {
+            AgentOutcome::Pending => "pending",
+            AgentOutcome::Started => "started",
+            AgentOutcome::StopSent => "stopSent",
+            AgentOutcome::Uploaded { .. } => "uploaded",
+            AgentOutcome::Failed { .. } => "failed",
+            AgentOutcome::TimedOut => "timedOut",
+            AgentOutcome::Lost => "lost",
+        }
+    }
+
     /// Uploaded, Failed, TimedOut or Lost: nothing more is expected from the agent, so the
     /// collection may complete. (A Lost agent that reconnects while the collection is still open
     /// resumes, see `Coordinator::register_agent`.)

@@ -46,7 +46,15 @@ pub struct CollectionSummary {
     pub started_at: Millis,
     pub stop_requested_at: Option<Millis>,
     pub completed_at: Option<Millis>,
+    /// How many agents are in each outcome state (`pending`, `started`, `uploaded`, ...), over
+    /// all agents of the collection.
+    #[serde(default)]
+    pub outcome_counts: BTreeMap<String, usize>,
+    /// The agents' outcomes; at most the view's limit (see `agents_total`).
     pub agents: BTreeMap<AgentKey, AgentOutcome>,
+    /// Number of agents in the collection (may exceed `agents.len()`).
+    #[serde(default)]
+    pub agents_total: usize,
 }
 
 /// Everything `status` shows for one tag.
@@ -54,13 +62,24 @@ pub struct CollectionSummary {
 #[serde(rename_all = "camelCase")]
 pub struct TagStatus {
     pub tag: Tag,
-    /// Known agents of the tag, connected or not, by key.
+    /// Known agents of the tag, connected or not, by key; at most the view's limit.
     pub agents: Vec<AgentStatus>,
+    /// Counts over all known agents of the tag (the list above may be cut short).
+    #[serde(default)]
+    pub agent_counts: AgentCounts,
     /// The tag's open session.
     pub active_session: Option<SessionSummary>,
     /// The tag's Collecting collection, else its most recently started Stopping one (which may
     /// belong to an ended session).
     pub active_collection: Option<CollectionSummary>,
+}
+
+/// How many agents a tag has, whatever the view's limit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentCounts {
+    pub known: usize,
+    pub connected: usize,
 }
 
 /// Which sessions [`Coordinator::sessions`] lists; `None` matches everything.
@@ -86,6 +105,17 @@ impl SessionSummary {
 
 impl CollectionSummary {
     pub fn of(session: SessionId, collection: &Collection) -> CollectionSummary {
+        Self::limited(session, collection, usize::MAX)
+    }
+
+    /// The summary with at most `limit` per-agent outcomes (the counts cover all of them).
+    pub fn limited(session: SessionId, collection: &Collection, limit: usize) -> CollectionSummary {
+        let mut outcome_counts = BTreeMap::new();
+        for outcome in collection.agents.values() {
+            *outcome_counts
+                .entry(outcome.state_name().to_string())
+                .or_insert(0) += 1;
+        }
         CollectionSummary {
             session,
             id: collection.id,
@@ -93,7 +123,14 @@ impl CollectionSummary {
             started_at: collection.started_at,
             stop_requested_at: collection.stop_requested_at,
             completed_at: collection.completed_at,
-            agents: collection.agents.clone(),
+            outcome_counts,
+            agents: collection
+                .agents
+                .iter()
+                .take(limit)
+                .map(|(k, o)| (k.clone(), o.clone()))
+                .collect(),
+            agents_total: collection.agents.len(),
         }
     }
 }
@@ -108,14 +145,24 @@ fn agent_status(key: &AgentKey, entry: &AgentEntry) -> AgentStatus {
 }
 
 impl Coordinator {
-    /// What `status` shows for `tag`.
+    /// What `status` shows for `tag`, with every agent.
     pub fn status(&self, tag: &Tag) -> TagStatus {
-        let agents = self
-            .agents
-            .iter()
-            .filter(|(_, a)| &a.info.tag == tag)
-            .map(|(key, a)| agent_status(key, a))
-            .collect();
+        self.status_limited(tag, usize::MAX)
+    }
+
+    /// What `status` shows for `tag`, listing at most `limit` agents (in the tag's agent list
+    /// and in the active collection); the counts always cover all of them. Keeps the answer
+    /// small and fast with thousands of agents.
+    pub fn status_limited(&self, tag: &Tag, limit: usize) -> TagStatus {
+        let mut agent_counts = AgentCounts::default();
+        let mut agents = Vec::new();
+        for (key, a) in self.agents.iter().filter(|(_, a)| &a.info.tag == tag) {
+            agent_counts.known += 1;
+            agent_counts.connected += usize::from(a.connected);
+            if agents.len() < limit {
+                agents.push(agent_status(key, a));
+            }
+        }
         let active_session = self
             .open_session_id(tag)
             .and_then(|id| self.sessions.get(&id))
@@ -133,10 +180,11 @@ impl Coordinator {
                     .filter(|(_, c)| c.state == CollectionState::Stopping)
                     .max_by_key(|(_, c)| c.started_at)
             })
-            .map(|(id, c)| CollectionSummary::of(id, c));
+            .map(|(id, c)| CollectionSummary::limited(id, c, limit));
         TagStatus {
             tag: tag.clone(),
             agents,
+            agent_counts,
             active_session,
             active_collection,
         }
@@ -170,7 +218,12 @@ impl Coordinator {
             .collect()
     }
 
-    /// What to save when [`crate::state::Effect::PersistAgents`] is emitted, and to pass back to
+    /// One known agent's registration: what to save for [`crate::state::Effect::PersistAgent`].
+    pub fn agent_info(&self, key: &AgentKey) -> Option<&AgentInfo> {
+        self.agents.get(key).map(|a| &a.info)
+    }
+
+    /// Every known agent's registration, to pass back to
     /// [`Coordinator::restore`].
     pub fn agent_infos(&self) -> Vec<AgentInfo> {
         self.agents.values().map(|a| a.info.clone()).collect()

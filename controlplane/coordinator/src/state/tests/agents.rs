@@ -93,7 +93,9 @@ fn a_new_agent_joins_a_collecting_collection_only() {
         vec![(key.clone(), start_cmd(sid, 1))]
     );
     assert!(joined.effects.contains(&Effect::Persist { session: sid }));
-    assert!(joined.effects.contains(&Effect::PersistAgents));
+    assert!(joined
+        .effects
+        .contains(&Effect::PersistAgent { agent: key.clone() }));
     assert_eq!(outcome(&c, sid, 1, &key), AgentOutcome::Pending);
 
     // Of another tag: not added.

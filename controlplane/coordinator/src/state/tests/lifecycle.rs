@@ -302,3 +302,21 @@ fn status_and_listing_show_the_active_work() {
     assert_eq!(c.sessions(&ended).len(), 1);
     assert_eq!(c.status(&tag("other")).agents.len(), 1);
 }
+
+#[test]
+fn limited_status_lists_few_agents_but_counts_all() {
+    let (mut c, ..) = with_agents();
+    let t = Tag::default();
+    let _ = c.start(&t, None, at(1)).unwrap();
+    let status = c.status_limited(&t, 1);
+    assert_eq!(status.agents.len(), 1);
+    assert_eq!(status.agent_counts.known, 2);
+    assert_eq!(status.agent_counts.connected, 2);
+    let active = status.active_collection.unwrap();
+    assert_eq!(active.agents.len(), 1);
+    assert_eq!(active.agents_total, 2);
+    assert_eq!(active.outcome_counts.get("pending"), Some(&2));
+    let none = c.status_limited(&t, 0);
+    assert!(none.agents.is_empty());
+    assert_eq!(none.agent_counts.known, 2);
+}

@@ -165,7 +165,15 @@ fn long_gone_agents_are_forgotten_unless_awaited() {
     let _ = c.agent_disconnected(&b, at(2)).unwrap();
     let forget = Config::default().forget_agent_after_ms;
     let ticked = c.tick(at(forget + 2));
-    assert!(ticked.effects.contains(&Effect::PersistAgents));
+    assert!(
+        ticked
+            .effects
+            .contains(&Effect::PersistAgent { agent: a.clone() }),
+        "the forgotten agent's saved registration is deleted"
+    );
+    assert!(!ticked
+        .effects
+        .contains(&Effect::PersistAgent { agent: b.clone() }));
     let known: Vec<AgentKey> = c.agents().into_iter().map(|s| s.key).collect();
     assert!(
         !known.contains(&a),

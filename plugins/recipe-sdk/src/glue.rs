@@ -1,0 +1,150 @@
+//! `wit_glue!`: the edge between a recipe's WIT bindings and this crate, written once.
+//!
+//! ```text
+//!  report import (query → cursor → next-batch) ──> WitReport: Report ──> recipe fn
+//!  recipe fn ──> Output ──to_wit_output──> run export
+//! ```
+
+/// Generates, in a recipe crate, the glue between this crate and the WIT bindings in module
+/// `$m` (made there with `wit_bindgen::generate!` for the `recipe` world, so that
+/// `$m::nsight::recipe::{report, types}` exist):
+///
+/// - `WitReport`, a [`Report`](crate::Report) over the `report` import that reads results in
+///   batches of [`BATCH_ROWS`](crate::BATCH_ROWS);
+/// - `wit_run(args, recipe)`, which runs `recipe` on `WitReport` and converts its output for
+///   the `run` export.
+///
+/// ```ignore
+/// mod component { wit_bindgen::generate!({ world: "recipe", path: "../../../wit" }); ... }
+/// nsight_recipe_sdk::wit_glue!(component);
+/// fn run(args: Vec<(String, String)>) -> Result<Output, String> { wit_run(args, my_recipe) }
+/// ```
+#[macro_export]
+macro_rules! wit_glue {
+    ($m:ident) => {
+        /// The `report` import, as a [`Report`]($crate::Report).
+        #[derive(Debug)]
+        struct WitReport;
+
+        impl $crate::Report for WitReport {
+            fn tables(&self) -> ::std::vec::Vec<::std::string::String> {
+                $m::nsight::recipe::report::tables()
+            }
+
+            fn columns(&self, table: &str) -> ::std::vec::Vec<::std::string::String> {
+                $m::nsight::recipe::report::columns(table)
+            }
+
+            fn query(
+                &self,
+                sql: &str,
+                params: &[$crate::Value],
+                row: &mut dyn FnMut(&[$crate::Value]) -> ::std::result::Result<(), ::std::string::String>,
+            ) -> ::std::result::Result<::std::vec::Vec<::std::string::String>, ::std::string::String>
+            {
+                let params: ::std::vec::Vec<$m::nsight::recipe::types::Value> =
+                    params.iter().cloned().map(wit_value).collect();
+                let cursor = $m::nsight::recipe::report::query(sql, &params)
+                    .map_err(|e| query_error(sql, e))?;
+                let columns = cursor.columns();
+                let mut values = ::std::vec::Vec::with_capacity(columns.len());
+                while let Some(batch) = cursor
+                    .next_batch($crate::BATCH_ROWS)
+                    .map_err(|e| query_error(sql, e))?
+                {
+                    for r in batch {
+                        values.clear();
+                        values.extend(r.into_iter().map(sdk_value));
+                        row(&values)?;
+                    }
+                }
+                Ok(columns)
+            }
+        }
+
+        fn query_error(
+            sql: &str,
+            e: $m::nsight::recipe::report::QueryError,
+        ) -> ::std::string::String {
+            use $m::nsight::recipe::report::QueryError as E;
+            let (what, message) = match e {
+                E::NotReadOnly(m) => ("refused (not read-only)", m),
+                E::Invalid(m) => ("invalid", m),
+                E::Interrupted(m) => ("interrupted", m),
+                E::TooManyCursors(m) => ("refused (too many cursors)", m),
+                E::Failed(m) => ("failed", m),
+            };
+            format!("query {what}: {message} [{sql}]")
+        }
+
+        fn wit_value(v: $crate::Value) -> $m::nsight::recipe::types::Value {
+            use $m::nsight::recipe::types::Value as W;
+            match v {
+                $crate::Value::Null => W::Null,
+                $crate::Value::Int(i) => W::Int(i),
+                $crate::Value::Real(r) => W::Real(r),
+                $crate::Value::Text(s) => W::Text(s),
+                $crate::Value::Blob(b) => W::Blob(b),
+            }
+        }
+
+        fn sdk_value(v: $m::nsight::recipe::types::Value) -> $crate::Value {
+            use $m::nsight::recipe::types::Value as W;
+            match v {
+                W::Null => $crate::Value::Null,
+                W::Int(i) => $crate::Value::Int(i),
+                W::Real(r) => $crate::Value::Real(r),
+                W::Text(s) => $crate::Value::Text(s),
+                W::Blob(b) => $crate::Value::Blob(b),
+            }
+        }
+
+        fn to_wit_output(o: $crate::Output) -> $m::nsight::recipe::types::Output {
+            use $m::nsight::recipe::types as w;
+            let column = |c: $crate::Column| w::Column {
+                name: c.name,
+                kind: match c.kind {
+                    $crate::ColumnKind::Int => w::ColumnKind::Int,
+                    $crate::ColumnKind::Real => w::ColumnKind::Real,
+                    $crate::ColumnKind::Text => w::ColumnKind::Text,
+                },
+                unit: c.unit,
+            };
+            w::Output {
+                tables: o
+                    .tables
+                    .into_iter()
+                    .map(|t| w::Table {
+                        name: t.name,
+                        columns: t.columns.into_iter().map(column).collect(),
+                        rows: t
+                            .rows
+                            .into_iter()
+                            .map(|r| r.into_iter().map(wit_value).collect())
+                            .collect(),
+                    })
+                    .collect(),
+                notes: o.notes,
+                figures: o
+                    .figures
+                    .into_iter()
+                    .map(|f| w::Figure {
+                        name: f.name,
+                        svg: f.svg,
+                    })
+                    .collect(),
+            }
+        }
+
+        /// Runs `recipe` on this component's report and converts its output for `run`.
+        fn wit_run(
+            args: ::std::vec::Vec<(::std::string::String, ::std::string::String)>,
+            recipe: fn(
+                &dyn $crate::Report,
+                &[(::std::string::String, ::std::string::String)],
+            ) -> ::std::result::Result<$crate::Output, ::std::string::String>,
+        ) -> ::std::result::Result<$m::nsight::recipe::types::Output, ::std::string::String> {
+            recipe(&WitReport, &args).map(to_wit_output)
+        }
+    };
+}

@@ -1,0 +1,221 @@
+//! The summary table of NVIDIA's statistical reports: one row per group with Time (%), Total,
+//! count, Avg, Med, Min, Max, StdDev and the group's labels, ordered by Total descending, then
+//! count descending, then the labels ascending (byte order), then the group id.
+//!
+//! Numbers: statistics are computed in nanoseconds; Avg, Med and StdDev are rounded to one
+//! decimal (`round_half_away`), Time (%) likewise. With `--timeunit nsec` Total, Min and Max
+//! are integers; with another unit every time column is the nanosecond value (after that
+//! rounding) divided by 1e3, 1e6 or 1e9, unrounded.
+
+use std::cmp::Ordering;
+
+use crate::{percent, round_half_away, Column, ColumnKind, Stats, Table, TimeUnit, Value};
+
+/// The shape of one summary table.
+#[derive(Debug, Clone, Copy)]
+pub struct SummarySpec {
+    /// The table's name (the CSV file name), e.g. `cuda_api_sum`.
+    pub table: &'static str,
+    /// Header of the count column: `Instances`, `Num Calls`, `Count`.
+    pub count_header: &'static str,
+    /// Headers of the label columns, shown after the statistics (e.g. `["Name"]`).
+    pub labels: &'static [&'static str],
+    /// The order in which labels break ties (indexes into `labels`), e.g. `[1, 0]` to compare
+    /// NVTX ranges by name before style.
+    pub tie_order: &'static [usize],
+    pub unit: TimeUnit,
+}
+
+/// The durations of one group and what identifies it.
+#[derive(Debug, Clone, Default)]
+pub struct Group {
+    /// One per label column, in column order.
+    pub labels: Vec<String>,
+    /// Breaks ties after the labels (e.g. a name id); 0 when unused.
+    pub id: i64,
+    /// Durations in nanoseconds.
+    pub durations: Vec<i64>,
+}
+
+/// The columns of a summary table for `spec`.
+pub fn summary_columns(spec: &SummarySpec) -> Vec<Column> {
+    let u = spec.unit.suffix();
+    let (whole, frac) = if spec.unit == TimeUnit::Nsec {
+        (ColumnKind::Int, ColumnKind::Real)
+    } else {
+        (ColumnKind::Real, ColumnKind::Real)
+    };
+    let time = |name: &str, kind| Column::new(format!("{name} ({u})"), kind, Some(u));
+    let mut columns = vec![
+        Column::new("Time (%)", ColumnKind::Real, Some("%")),
+        time("Total Time", whole),
+        Column::new(spec.count_header, ColumnKind::Int, None),
+        time("Avg", frac),
+        time("Med", frac),
+        time("Min", whole),
+        time("Max", whole),
+        time("StdDev", frac),
+    ];
+    columns.extend(
+        spec.labels
+            .iter()
+            .map(|l| Column::new(*l, ColumnKind::Text, None)),
+    );
+    columns
+}
+
+/// Builds the summary table of `groups` (groups without durations are dropped).
+pub fn summary_table(spec: &SummarySpec, groups: Vec<Group>) -> Table {
+    let mut rows: Vec<(Group, Stats)> = groups
+        .into_iter()
+        .filter_map(|mut g| Stats::of(&mut g.durations).map(|s| (g, s)))
+        .collect();
+    rows.sort_by(|(ga, a), (gb, b)| {
+        b.total
+            .cmp(&a.total)
+            .then(b.count.cmp(&a.count))
+            .then_with(|| compare_labels(spec.tie_order, &ga.labels, &gb.labels))
+            .then(ga.id.cmp(&gb.id))
+    });
+    let grand: i128 = rows.iter().map(|(_, s)| i128::from(s.total)).sum();
+    let grand = i64::try_from(grand).unwrap_or(i64::MAX);
+    let unit = spec.unit;
+    let whole = |ns: i64| match unit {
+        TimeUnit::Nsec => Value::Int(ns),
+        _ => Value::Real(ns as f64 / unit.nanos()),
+    };
+    let frac = |ns: f64| Value::Real(round_half_away(ns, 1) / unit.nanos());
+    let rows = rows
+        .into_iter()
+        .map(|(g, s)| {
+            let mut row = vec![
+                percent(s.total, grand).map_or(Value::Null, Value::Real),
+                whole(s.total),
+                Value::Int(i64::try_from(s.count).unwrap_or(i64::MAX)),
+                frac(s.mean),
+                frac(s.median),
+                whole(s.min),
+                whole(s.max),
+                frac(s.stddev),
+            ];
+            row.extend(g.labels.into_iter().map(Value::Text));
+            row
+        })
+        .collect();
+    Table {
+        name: spec.table.to_owned(),
+        columns: summary_columns(spec),
+        rows,
+    }
+}
+
+fn compare_labels(order: &[usize], a: &[String], b: &[String]) -> Ordering {
+    order
+        .iter()
+        .map(|&i| a.get(i).cmp(&b.get(i)))
+        .find(|o| o.is_ne())
+        .unwrap_or(Ordering::Equal)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SPEC: SummarySpec = SummarySpec {
+        table: "t",
+        count_header: "Instances",
+        labels: &["Style", "Range"],
+        tie_order: &[1, 0],
+        unit: TimeUnit::Nsec,
+    };
+
+    fn group(style: &str, range: &str, d: &[i64]) -> Group {
+        Group {
+            labels: vec![style.into(), range.into()],
+            id: 0,
+            durations: d.to_vec(),
+        }
+    }
+
+    #[test]
+    fn columns_follow_nvidias_headers() {
+        let names: Vec<String> = summary_columns(&SPEC).into_iter().map(|c| c.name).collect();
+        assert_eq!(
+            names,
+            [
+                "Time (%)",
+                "Total Time (ns)",
+                "Instances",
+                "Avg (ns)",
+                "Med (ns)",
+                "Min (ns)",
+                "Max (ns)",
+                "StdDev (ns)",
+                "Style",
+                "Range"
+            ]
+        );
+    }
+
+    #[test]
+    fn rows_are_ordered_by_total_then_count_then_name() {
+        let t = summary_table(
+            &SPEC,
+            vec![
+                group("PushPop", ":b", &[5, 5]),
+                group("PushPop", ":a", &[10]),
+                group("StartEnd", ":a", &[10]),
+                group("PushPop", ":c", &[30]),
+                group("PushPop", ":empty", &[]),
+            ],
+        );
+        let order: Vec<(&Value, &Value)> = t.rows.iter().map(|r| (&r[8], &r[9])).collect();
+        let text = |s: &str| Value::Text(s.into());
+        assert_eq!(
+            order,
+            [
+                (&text("PushPop"), &text(":c")),
+                (&text("PushPop"), &text(":b")),
+                (&text("PushPop"), &text(":a")),
+                (&text("StartEnd"), &text(":a")),
+            ]
+        );
+        assert_eq!(
+            t.rows[0][..8],
+            [
+                Value::Real(50.0),
+                Value::Int(30),
+                Value::Int(1),
+                Value::Real(30.0),
+                Value::Real(30.0),
+                Value::Int(30),
+                Value::Int(30),
+                Value::Real(0.0)
+            ]
+        );
+        assert_eq!(t.rows[1][0], Value::Real(16.7));
+    }
+
+    #[test]
+    fn other_time_units_divide_the_rounded_nanoseconds() {
+        let spec = SummarySpec {
+            unit: TimeUnit::Usec,
+            ..SPEC
+        };
+        let t = summary_table(&spec, vec![group("PushPop", ":a", &[1000, 1001, 2500, 7])]);
+        assert_eq!(t.columns[1].name, "Total Time (us)");
+        assert_eq!(t.columns[1].kind, ColumnKind::Real);
+        assert_eq!(t.columns[1].unit.as_deref(), Some("us"));
+        let r = &t.rows[0];
+        assert_eq!(r[1], Value::Real(4508.0 / 1e3));
+        assert_eq!(r[3], Value::Real(1127.0 / 1e3));
+        assert_eq!(r[4], Value::Real(1000.5 / 1e3));
+        assert_eq!(r[5], Value::Real(0.007));
+    }
+
+    #[test]
+    fn all_zero_durations_have_no_percentage() {
+        let t = summary_table(&SPEC, vec![group("PushPop", ":z", &[0, 0])]);
+        assert_eq!(t.rows[0][0], Value::Null);
+    }
+}

@@ -1,0 +1,152 @@
+//! The `cuda_api_sum` recipe (CUDA API summary), as a component of the `recipe` world.
+//!
+//! ```text
+//!  CUPTI_ACTIVITY_KIND_RUNTIME ⋈ StringIds ─ nameId -> durations (end - start) ─> summary
+//! ```
+//! Calls are grouped by `nameId`; the shown name drops the API version suffix
+//! (`cudaMalloc_v3020` -> `cudaMalloc`). Rows of event class 67 (CUDA backtrace, in older
+//! exports: a second copy of each call, named without the suffix) are not calls and are left
+//! out with a note. The statistics and their order come from `nsight-recipe-sdk`
+//! (docs/recipes.md).
+
+use std::collections::HashMap;
+
+use nsight_recipe_sdk::{
+    strip_api_version, summary_columns, summary_table, Args, Group, Output, Report, Schema,
+    SummarySpec, Table, Value,
+};
+
+/// The canonical-ABI glue generated from wit/recipe.wit, and the exports of this recipe.
+#[allow(
+    unsafe_code,
+    reason = "wit-bindgen generates the canonical ABI glue as unsafe fns"
+)]
+mod component {
+    wit_bindgen::generate!({
+        world: "recipe",
+        path: "../../../wit",
+    });
+
+    use super::ApiSum;
+    export!(ApiSum);
+
+    pub use nsight::recipe::{
+        host::{log, Level},
+        types::Argument,
+    };
+}
+
+nsight_recipe_sdk::wit_glue!(component);
+
+use component::{log, Argument, Guest, Level, Output as WitOutput, RecipeInfo};
+
+const TABLE: &str = "CUPTI_ACTIVITY_KIND_RUNTIME";
+/// `TRACE_PROCESS_EVENT_CUDABACKTRACE` in `ENUM_NSYS_EVENT_CLASS`.
+const BACKTRACE_CLASS: i64 = 67;
+
+struct ApiSum;
+
+impl Guest for ApiSum {
+    fn describe() -> RecipeInfo {
+        log(Level::Debug, "cuda_api_sum: describe");
+        RecipeInfo {
+            name: "cuda_api_sum".into(),
+            display_name: "CUDA API Summary".into(),
+            description: "Time spent in each CUDA runtime and driver API function on the CPU: \
+                          number of calls, total, average, median, min, max and standard \
+                          deviation, sorted by total time."
+                .into(),
+            arguments: vec![Argument {
+                name: "timeunit".into(),
+                description: "Unit of the time columns: nsec, usec, msec or sec.".into(),
+                default_value: Some("nsec".into()),
+            }],
+        }
+    }
+
+    fn run(args: Vec<(String, String)>) -> Result<WitOutput, String> {
+        wit_run(args, api_sum)
+    }
+}
+
+fn api_sum(report: &dyn Report, args: &[(String, String)]) -> Result<Output, String> {
+    let args = Args::parse(args, &["timeunit"])?;
+    let spec = SummarySpec {
+        table: "cuda_api_sum",
+        count_header: "Num Calls",
+        labels: &["Name"],
+        tie_order: &[0],
+        unit: args.time_unit()?,
+    };
+    let mut out = Output::default();
+    let schema = Schema::read(report);
+    let strings = schema.check_nsys_export(&mut out);
+    let groups = match schema.require(
+        &mut out,
+        TABLE,
+        &["start", "end", "nameId"],
+        "the profile has no CUDA API calls",
+    ) {
+        Some(columns) if strings => calls(report, &columns, &mut out)?,
+        _ => Vec::new(),
+    };
+    if groups.is_empty() {
+        out.tables.push(Table {
+            name: spec.table.into(),
+            columns: summary_columns(&spec),
+            rows: Vec::new(),
+        });
+    } else {
+        out.tables.push(summary_table(&spec, groups));
+    }
+    Ok(out)
+}
+
+fn calls(report: &dyn Report, columns: &[String], out: &mut Output) -> Result<Vec<Group>, String> {
+    let class = if columns.iter().any(|c| c == "eventClass") {
+        "r.eventClass"
+    } else {
+        "NULL"
+    };
+    let sql = format!(
+        "SELECT r.end - r.start, r.nameId, s.value, {class} FROM {TABLE} AS r \
+         LEFT JOIN StringIds AS s ON s.id = r.nameId"
+    );
+    let mut groups: HashMap<i64, Group> = HashMap::new();
+    let (mut backtraces, mut incomplete) = (0u64, 0u64);
+    report.query(&sql, &[], &mut |row| {
+        let [duration, name_id, name, class] = row else {
+            return Err(format!("unexpected row from {TABLE}: {row:?}"));
+        };
+        if class.as_int() == Some(BACKTRACE_CLASS) {
+            backtraces += 1;
+            return Ok(());
+        }
+        let (Value::Int(duration), Some(name_id)) = (duration, name_id.as_int()) else {
+            incomplete += 1;
+            return Ok(());
+        };
+        groups
+            .entry(name_id)
+            .or_insert_with(|| Group {
+                labels: vec![strip_api_version(name.as_text().unwrap_or_default()).to_owned()],
+                id: name_id,
+                durations: Vec::new(),
+            })
+            .durations
+            .push(*duration);
+        Ok(())
+    })?;
+    if backtraces > 0 {
+        out.note(format!(
+            "{backtraces} rows of event class {BACKTRACE_CLASS} (CUDA backtrace, a copy of a \
+             call) are not counted as calls"
+        ));
+    }
+    if incomplete > 0 {
+        out.note(format!(
+            "{incomplete} calls have no start, end or name and are left out"
+        ));
+    }
+    Ok(groups.into_values().collect())
+}
