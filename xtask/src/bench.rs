@@ -5,6 +5,8 @@
 //! to one release-built coordinator on loopback; measures START delivery to every agent, the time
 //! until the coordinator has every acknowledgement, the coordinator's RSS, and REST status
 //! latency while the agents are connected.
+//!
+//! `storage`: our S3 upload and download against the aws CLI (see `bench_storage.rs`).
 
 use std::{
     net::SocketAddr,
@@ -28,7 +30,16 @@ pub fn run(layout: &Layout, args: &[String]) -> Result<()> {
                 .unwrap_or(10_000);
             coordinator(layout, agents)
         }
-        _ => bail!("usage: cargo xtask bench coordinator [AGENTS]"),
+        Some("storage") => {
+            let size_mib = args
+                .get(1)
+                .map(|n| n.parse::<u64>())
+                .transpose()
+                .context("SIZE_MIB must be a number")?
+                .unwrap_or(1024);
+            crate::bench_storage::storage(layout, size_mib)
+        }
+        _ => bail!("usage: cargo xtask bench coordinator [AGENTS] | storage [SIZE_MIB]"),
     }
 }
 

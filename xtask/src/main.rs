@@ -5,6 +5,7 @@
 //! outside the generated files it is asked to write.
 
 mod bench;
+mod bench_storage;
 mod ci;
 mod cmd;
 mod codegen;
@@ -19,10 +20,10 @@ usage: cargo xtask <task>
 
 tasks:
   setup [STEP]  install everything the project needs (idempotent; caches under NSIGHT_CACHE_DIR);
-               steps: apt, wasm-std, wasm-tools, wasm-bindgen, wasm-opt, python
+               steps: apt, wasm-std, wasm-tools, wasm-bindgen, wasm-opt, python, s3
   build-wasm   build the proxy-wasm filters, recipe components and the UI into the dist dir
   codegen      regenerate committed generated files (OpenAPI documents)
-  bench NAME   benchmarks against real processes (coordinator [AGENTS])
+  bench NAME   benchmarks against real processes (coordinator [AGENTS], storage [SIZE_MIB])
   ci           the test command: setup, fmt, clippy (host + wasm), build-wasm, tests
   env          print the environment the tests use (source it to run `cargo test` by hand)
 ";

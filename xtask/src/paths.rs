@@ -84,6 +84,11 @@ impl Layout {
         self.venv().join("bin/envoy")
     }
 
+    /// The aws CLI (PyPI `awscli`), the baseline of `cargo xtask bench storage`.
+    pub fn aws(&self) -> PathBuf {
+        self.venv().join("bin/aws")
+    }
+
     /// Host build products (outside the clone, shared by every clone on the machine).
     pub fn host_target(&self) -> PathBuf {
         env::var_os("CARGO_TARGET_DIR")

