@@ -14,16 +14,26 @@ use nsight_analysis::{Limits, RecipeHost};
 use nsight_e2e::wasm_artifact;
 use wasmtime::component::Component;
 
-/// The directory of real Nsight Systems SQLite exports (read-only inputs).
+/// The directory of real Nsight Systems SQLite exports (read-only inputs, read in place):
+/// `NSIGHT_TESTDATA_DIR`, else `shared/testdata/nsys` beside the clone (where CI has it).
 pub fn testdata_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/testdata/nsys")
+    std::env::var_os("NSIGHT_TESTDATA_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/testdata/nsys")
+        })
 }
 
 /// Every `.sqlite` file under the testdata directory, sorted.
 pub fn reports() -> Vec<PathBuf> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        let entries =
-            std::fs::read_dir(dir).unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()));
+        let entries = std::fs::read_dir(dir).unwrap_or_else(|e| {
+            panic!(
+                "cannot read the nsys exports in {}: {e}; set NSIGHT_TESTDATA_DIR to a \
+                     directory of Nsight Systems SQLite exports (docs/development.md)",
+                dir.display()
+            )
+        });
         for entry in entries {
             let path = entry.unwrap().path();
             if path.is_dir() {
