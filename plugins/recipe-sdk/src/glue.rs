@@ -148,3 +148,39 @@ macro_rules! wit_glue {
         }
     };
 }
+
+/// Everything a recipe crate needs from the WIT world, written once: the canonical-ABI bindings
+/// of wit/recipe.wit in a module `component` (wit-bindgen's glue is `unsafe`, allowed there
+/// only), the export of `$recipe` (which implements `component::Guest`), and [`wit_glue!`].
+/// The `wit/` path is relative to the recipe crate, so recipes live in `plugins/recipes/<name>`.
+///
+/// ```ignore
+/// nsight_recipe_sdk::recipe_component!(MyRecipe);
+/// use component::{log, Argument, Guest, Level, Output as WitOutput, RecipeInfo};
+/// ```
+#[macro_export]
+macro_rules! recipe_component {
+    ($recipe:ident) => {
+        /// The canonical-ABI glue generated from wit/recipe.wit, and the exports of this recipe.
+        #[allow(
+            unsafe_code,
+            reason = "wit-bindgen generates the canonical ABI glue as unsafe fns"
+        )]
+        mod component {
+            wit_bindgen::generate!({
+                world: "recipe",
+                path: "../../../wit",
+            });
+
+            use super::$recipe;
+            export!($recipe);
+
+            pub use nsight::recipe::{
+                host::{log, Level},
+                types::Argument,
+            };
+        }
+
+        $crate::wit_glue!(component);
+    };
+}

@@ -15,27 +15,7 @@ use nsight_recipe_sdk::{
     summary_columns, summary_table, Args, Group, Output, Report, Schema, SummarySpec, Table, Value,
 };
 
-/// The canonical-ABI glue generated from wit/recipe.wit, and the exports of this recipe.
-#[allow(
-    unsafe_code,
-    reason = "wit-bindgen generates the canonical ABI glue as unsafe fns"
-)]
-mod component {
-    wit_bindgen::generate!({
-        world: "recipe",
-        path: "../../../wit",
-    });
-
-    use super::KernSum;
-    export!(KernSum);
-
-    pub use nsight::recipe::{
-        host::{log, Level},
-        types::Argument,
-    };
-}
-
-nsight_recipe_sdk::wit_glue!(component);
+nsight_recipe_sdk::recipe_component!(KernSum);
 
 use component::{log, Argument, Guest, Level, Output as WitOutput, RecipeInfo};
 
