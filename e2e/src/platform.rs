@@ -41,6 +41,25 @@ impl CoordinatorProcess {
         state_dir: &Path,
         heartbeat_timeout_ms: u64,
     ) -> Self {
+        Self::start_with(http, grpc, state_dir, heartbeat_timeout_ms, &[])
+    }
+
+    /// Starts on fresh ports with reports stored in the directory `storage_dir`.
+    pub fn start_with_storage(state_dir: &Path, storage_dir: &Path) -> Self {
+        let http: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+        let grpc: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+        let storage = storage_dir.display().to_string();
+        Self::start_with(http, grpc, state_dir, 15_000, &["--storage-dir", &storage])
+    }
+
+    /// [`Self::start_on`] with extra command-line arguments.
+    pub fn start_with(
+        http: SocketAddr,
+        grpc: SocketAddr,
+        state_dir: &Path,
+        heartbeat_timeout_ms: u64,
+        extra: &[&str],
+    ) -> Self {
         let mut cmd = Command::new(bin("nsight-coordinator"));
         cmd.arg("--http")
             .arg(http.to_string())
@@ -53,6 +72,7 @@ impl CoordinatorProcess {
             .arg("--generate-local-certs")
             .arg("--heartbeat-timeout-ms")
             .arg(heartbeat_timeout_ms.to_string())
+            .args(extra)
             .env("RUST_LOG", "info");
         let log = state_dir.with_extension(format!("log-{}", free_port()));
         let process = Running::spawn("nsight-coordinator", cmd, &log);

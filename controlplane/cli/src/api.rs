@@ -227,6 +227,20 @@ impl Client {
         self.post("/stop", &TagRequest { tag, session })
     }
 
+    /// `GET /v1/sessions?tag=T` -> `{"sessions": [SessionSummary]}`.
+    pub fn sessions(&self, tag: &str) -> Result<Reply, ApiError> {
+        let url = self.url("/sessions");
+        let request = self.http.get(&url).query(&[("tag", tag)]);
+        self.send("GET", url, request)
+    }
+
+    /// `GET /v1/sessions/{id}/reports` -> `ReportListing`.
+    pub fn reports(&self, session: Uuid) -> Result<Reply, ApiError> {
+        let url = self.url(&format!("/sessions/{session}/reports"));
+        let request = self.http.get(&url);
+        self.send("GET", url, request)
+    }
+
     /// `POST /v1/end` -> `Ended`.
     pub fn end(&self, tag: &str, session: Option<Uuid>) -> Result<Reply, ApiError> {
         self.post("/end", &TagRequest { tag, session })
@@ -303,6 +317,41 @@ pub fn chain(error: &dyn std::error::Error) -> String {
 }
 
 // ---- Answers (camelCase JSON; unknown fields are ignored so newer servers keep working) ----
+
+/// `GET /v1/sessions`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Sessions {
+    pub sessions: Vec<SessionSummary>,
+}
+
+/// `GET /v1/sessions/{id}/reports`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReportListing {
+    pub session: String,
+    pub tag: String,
+    pub directory: String,
+    pub reports: Vec<ReportEntry>,
+    #[serde(default)]
+    pub url_error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReportEntry {
+    pub key: String,
+    pub collection: String,
+    pub process: String,
+    pub instance: String,
+    pub kind: String,
+    pub size: u64,
+    #[serde(default)]
+    pub last_modified: Option<String>,
+    pub path: String,
+    pub flat_path: String,
+    #[serde(default)]
+    pub url: Option<String>,
+}
 
 /// `GET /v1/status`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]

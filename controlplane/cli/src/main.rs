@@ -13,6 +13,7 @@
 
 mod api;
 mod config;
+mod download;
 mod render;
 
 use std::error::Error as _;
@@ -76,6 +77,28 @@ enum Command {
     SessionEnd(SessionArg),
     /// Show the tag's agents, active session and active collection.
     Status,
+    /// List the session's report files (default: the active session, else the latest one).
+    Ls(SessionArg),
+    /// Download the session's reports into <dir>/<YYYYMMDDHHMMSS>-<title>/<collection>/...
+    Download(DownloadArgs),
+}
+
+#[derive(Debug, Args)]
+struct DownloadArgs {
+    /// Download this session instead of the active (or latest) one.
+    #[arg(long, value_name = "UUID", value_parser = parse_session_id)]
+    session: Option<Uuid>,
+    /// Directory to download into [default: the current directory].
+    #[arg(
+        short = 'o',
+        long = "output-dir",
+        value_name = "DIR",
+        default_value = "."
+    )]
+    output_dir: PathBuf,
+    /// Put every file directly in the output directory with a flattened name.
+    #[arg(long)]
+    flat: bool,
 }
 
 #[derive(Debug, Args)]
@@ -165,7 +188,17 @@ fn parse_session_id(value: &str) -> Result<Uuid, String> {
 enum Failure {
     Config(ConfigError),
     Api(ApiError),
-    OAuthLoginUnsupported { issuer: String },
+    OAuthLoginUnsupported {
+        issuer: String,
+    },
+    /// No session to act on (exit 1).
+    NoSession {
+        tag: String,
+    },
+    /// Some downloads failed (exit 1); the others completed.
+    Downloads(Vec<download::DownloadError>),
+    /// The storage client could not be set up.
+    Http(reqwest::Error),
 }
 
 impl From<ConfigError> for Failure {
@@ -185,6 +218,7 @@ impl Failure {
         match self {
             Failure::Config(_) | Failure::OAuthLoginUnsupported { .. } => 2,
             Failure::Api(e) => e.exit_code(),
+            Failure::NoSession { .. } | Failure::Downloads(_) | Failure::Http(_) => 1,
         }
     }
 }
@@ -262,6 +296,78 @@ fn dispatch(ctx: &Ctx<'_>, command: &Command) -> Result<(), Failure> {
             |c| c.status(tag),
             |r| Ok(render::status(&r.parse()?, now_millis())),
         ),
+        Command::Ls(s) => ls(ctx, s.session),
+        Command::Download(args) => download(ctx, args),
+    }
+}
+
+/// The session a report command acts on: the given one, else the tag's active session, else
+/// its most recent one.
+fn resolve_session(ctx: &Ctx<'_>, client: &Client, given: Option<Uuid>) -> Result<Uuid, Failure> {
+    if let Some(id) = given {
+        return Ok(id);
+    }
+    let status: api::TagStatus = client.status(ctx.tag)?.parse()?;
+    if let Some(active) = status.active_session {
+        return Ok(active.id);
+    }
+    let sessions: api::Sessions = client.sessions(ctx.tag)?.parse()?;
+    sessions
+        .sessions
+        .iter()
+        .max_by_key(|s| s.created_at)
+        .map(|s| s.id)
+        .ok_or_else(|| Failure::NoSession {
+            tag: ctx.tag.to_owned(),
+        })
+}
+
+fn ls(ctx: &Ctx<'_>, session: Option<Uuid>) -> Result<(), Failure> {
+    let client = connect(ctx)?;
+    let session = resolve_session(ctx, &client, session)?;
+    let reply = client.reports(session)?;
+    match ctx.output {
+        OutputFormat::Json => out(&format!("{}\n", render::pretty_json(&reply.body))),
+        OutputFormat::Table => print_rendered(&render::reports(&reply.parse()?)),
+    }
+    Ok(())
+}
+
+fn download(ctx: &Ctx<'_>, args: &DownloadArgs) -> Result<(), Failure> {
+    let client = connect(ctx)?;
+    let session = resolve_session(ctx, &client, args.session)?;
+    let listing: api::ReportListing = client.reports(session)?.parse()?;
+    let http = download::storage_client().map_err(Failure::Http)?;
+    let json = ctx.output == OutputFormat::Json;
+    let progress = download::show_progress(json);
+    let mut fetched = Vec::new();
+    let mut failed = Vec::new();
+    for entry in &listing.reports {
+        match download::fetch(
+            &http,
+            &args.output_dir,
+            entry,
+            args.flat,
+            listing.url_error.as_deref(),
+            progress,
+        ) {
+            Ok(f) => fetched.push(f),
+            Err(e) => failed.push(e),
+        }
+    }
+    if json {
+        let value = render::downloaded_json(&listing, &fetched);
+        out(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&value).unwrap_or_default()
+        ));
+    } else {
+        print_rendered(&render::downloaded(&listing, &fetched, &args.output_dir));
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(Failure::Downloads(failed))
     }
 }
 
@@ -286,6 +392,18 @@ fn call(
     send: impl FnOnce(&Client) -> Result<Reply, ApiError>,
     table: impl FnOnce(&Reply) -> Result<Rendered, ApiError>,
 ) -> Result<(), Failure> {
+    let client = connect(ctx)?;
+    let reply = send(&client)?;
+    match ctx.output {
+        OutputFormat::Json => out(&format!("{}\n", render::pretty_json(&reply.body))),
+        OutputFormat::Table => print_rendered(&table(&reply)?),
+    }
+    Ok(())
+}
+
+/// Loads the configuration (warning when a file holding a key is readable by others) and builds
+/// the gateway client.
+fn connect(ctx: &Ctx<'_>) -> Result<Client, Failure> {
     let config = config::load(&ctx.config_path)?;
     match &config.auth {
         Auth::OAuth2(o) => {
@@ -306,13 +424,7 @@ fn call(
         }
         Auth::None => {}
     }
-    let client = Client::new(&config.gateway, config.api_key())?;
-    let reply = send(&client)?;
-    match ctx.output {
-        OutputFormat::Json => out(&format!("{}\n", render::pretty_json(&reply.body))),
-        OutputFormat::Table => print_rendered(&table(&reply)?),
-    }
-    Ok(())
+    Ok(Client::new(&config.gateway, config.api_key())?)
 }
 
 /// Prints `failure` on stderr (and a problem body on stdout in JSON mode); the exit code.
@@ -359,6 +471,19 @@ fn fail(cli: &Cli, ctx: Option<&Ctx<'_>>, failure: &Failure) -> ExitCode {
             ));
         }
         Failure::Api(e) => err(&format!("error: {}", api::chain(e))),
+        Failure::NoSession { tag } => err(&format!(
+            "error: tag {tag} has no session yet\nhint: start one with: nsight-cloud --tag {tag} profiler-start"
+        )),
+        Failure::Downloads(errors) => {
+            for e in errors {
+                err(&format!("error: {}", api::chain(e)));
+            }
+            err(&format!(
+                "error: {} file(s) could not be downloaded; run the same command again to resume",
+                errors.len()
+            ));
+        }
+        Failure::Http(e) => err(&format!("error: {}", api::chain(e))),
     }
     ExitCode::from(failure.exit_code())
 }

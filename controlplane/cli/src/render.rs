@@ -14,8 +14,11 @@ use std::{collections::BTreeMap, fmt::Write as _, path::Path};
 
 use serde_json::json;
 
-use crate::api::{CollectionSummary, Ended, SessionSummary, Started, Stopped, TagStatus};
+use crate::api::{
+    CollectionSummary, Ended, ReportListing, SessionSummary, Started, Stopped, TagStatus,
+};
 use crate::config::{Auth, Config};
+use crate::download::Fetched;
 
 /// Text for stdout and warnings for stderr (each printed as `warning: <line>`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -45,6 +48,137 @@ pub fn session_begun(session: &SessionSummary) -> Rendered {
         clean(&session.tag)
     ));
     r
+}
+
+/// `ls`: one line per file, grouped by collection.
+pub fn reports(listing: &ReportListing) -> Rendered {
+    let mut r = Rendered::default();
+    if listing.reports.is_empty() {
+        r.line(format!(
+            "Session {} has no reports yet (they appear once agents upload after profiler-stop)",
+            clean(&listing.session)
+        ));
+        return r;
+    }
+    let rows: Vec<[String; 4]> = listing
+        .reports
+        .iter()
+        .map(|e| {
+            [
+                clean(e.path.rsplit('/').next().unwrap_or(&e.path)),
+                human_size(e.size),
+                clean(&e.collection),
+                format!("{}/{}", clean(&e.process), clean(&e.instance)),
+            ]
+        })
+        .collect();
+    let header = ["FILE", "SIZE", "COLLECTION", "AGENT"];
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let fmt_row = |cells: [&str; 4]| {
+        format!(
+            "{:<w0$}  {:>w1$}  {:<w2$}  {}",
+            cells[0],
+            cells[1],
+            cells[2],
+            cells[3],
+            w0 = widths[0],
+            w1 = widths[1],
+            w2 = widths[2]
+        )
+        .trim_end()
+        .to_owned()
+    };
+    r.line(fmt_row(header));
+    for row in &rows {
+        r.line(fmt_row([&row[0], &row[1], &row[2], &row[3]]));
+    }
+    let total: u64 = listing.reports.iter().map(|e| e.size).sum();
+    r.line(format!(
+        "{} file(s), {} in session {}",
+        rows.len(),
+        human_size(total),
+        clean(&listing.session)
+    ));
+    if let Some(e) = &listing.url_error {
+        r.warnings
+            .push(format!("downloads will fail: {}", clean(e)));
+    }
+    r
+}
+
+/// `download`, human-readable.
+pub fn downloaded(listing: &ReportListing, fetched: &[Fetched], out: &Path) -> Rendered {
+    let mut r = Rendered::default();
+    let mut bytes = 0;
+    for f in fetched {
+        match f {
+            Fetched::Downloaded {
+                path,
+                bytes: b,
+                resumed_from,
+            } => {
+                bytes += b;
+                let resumed = if *resumed_from > 0 {
+                    format!(", resumed at {}", human_size(*resumed_from))
+                } else {
+                    String::new()
+                };
+                r.line(format!(
+                    "downloaded {} ({}{resumed})",
+                    path.display(),
+                    human_size(*b)
+                ));
+            }
+            Fetched::AlreadyThere { path } => {
+                r.line(format!("up to date {}", path.display()));
+            }
+        }
+    }
+    r.line(format!(
+        "{} of {} file(s) in {}, {} transferred",
+        fetched.len(),
+        listing.reports.len(),
+        out.display(),
+        human_size(bytes)
+    ));
+    r
+}
+
+/// `download --output json`.
+pub fn downloaded_json(listing: &ReportListing, fetched: &[Fetched]) -> serde_json::Value {
+    let files: Vec<serde_json::Value> = fetched
+        .iter()
+        .map(|f| match f {
+            Fetched::Downloaded {
+                path,
+                bytes,
+                resumed_from,
+            } => json!({"path": path, "state": "downloaded", "bytes": bytes, "resumedFrom": resumed_from}),
+            Fetched::AlreadyThere { path } => json!({"path": path, "state": "up-to-date"}),
+        })
+        .collect();
+    json!({"session": listing.session, "tag": listing.tag, "files": files})
+}
+
+/// `1.5 MiB`, `512 B`.
+pub fn human_size(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
 }
 
 /// `profiler-start`. Warns when no agent was told to start.

@@ -18,8 +18,10 @@ pub mod error;
 pub mod key;
 pub mod layout;
 pub mod local;
+pub mod object_server;
 pub mod s3;
 mod s3_error;
+pub mod signed_url;
 mod spool;
 pub mod uploader;
 

@@ -33,6 +33,8 @@ const CHUNK: usize = 256 * 1024;
 #[derive(Debug, Clone)]
 pub struct LocalStore {
     root: PathBuf,
+    /// Signs download URLs for [`crate::object_server`]; without it there are none.
+    signer: Option<std::sync::Arc<crate::signed_url::UrlSigner>>,
 }
 
 fn io_cause(path: &Path, source: io::Error) -> Cause {
@@ -46,6 +48,12 @@ fn io_cause(path: &Path, source: io::Error) -> Cause {
 }
 
 impl LocalStore {
+    /// Download URLs signed by `signer`, served by [`crate::object_server`].
+    pub fn with_url_signer(mut self, signer: std::sync::Arc<crate::signed_url::UrlSigner>) -> Self {
+        self.signer = Some(signer);
+        self
+    }
+
     /// Opens (creating if needed) the store at `root`, and removes stale staging files.
     pub fn open(root: &Path) -> Result<Self, StorageError> {
         let open_err = |path: &Path, source| StorageError::Open {
@@ -70,7 +78,7 @@ impl LocalStore {
                 }
             }
         }
-        Ok(Self { root })
+        Ok(Self { root, signer: None })
     }
 
     pub fn root(&self) -> &Path {
@@ -341,7 +349,15 @@ impl ReportStore for LocalStore {
             })
     }
 
-    async fn presign_get(&self, key: &str, _expires_in: Duration) -> Result<String, StorageError> {
+    async fn presign_get(&self, key: &str, expires_in: Duration) -> Result<String, StorageError> {
+        if let Some(signer) = &self.signer {
+            validate_key(key).map_err(|source| StorageError::Presign {
+                key: key.to_owned(),
+                store: self.describe(),
+                source: Box::new(source),
+            })?;
+            return Ok(signer.sign(key, expires_in, std::time::SystemTime::now()));
+        }
         Err(StorageError::Presign {
             key: key.to_owned(),
             store: self.describe(),

@@ -4,7 +4,7 @@ use std::{net::SocketAddr, path::PathBuf};
 
 use clap::Parser;
 use nsight_coordinator::{
-    server::{serve, ServerConfig},
+    server::{reports::StorageSpec, serve, ServerConfig},
     state::Config,
 };
 
@@ -37,6 +37,16 @@ struct Args {
     /// Serve the agent channel in plaintext (a trusted network only).
     #[arg(long, conflicts_with = "tls_dir")]
     insecure_agent_channel: bool,
+    /// Report storage: a storage-config.yaml (S3 or local), as the operator mounts it.
+    #[arg(long, env = "NSIGHT_CLOUD_STORAGE_CONFIG_FILE", value_name = "FILE")]
+    storage_config: Option<PathBuf>,
+    /// Report storage in a local directory (the local mode); excludes --storage-config.
+    #[arg(long, value_name = "DIR", conflicts_with = "storage_config")]
+    storage_dir: Option<PathBuf>,
+    /// The base URL users download reports from (the gateway's storage proxy, e.g.
+    /// http://localhost:9000); download URLs are signed for it.
+    #[arg(long, env = "NSIGHT_STORAGE_PUBLIC_URL", value_name = "URL")]
+    storage_public_url: Option<String>,
     /// Print the REST API's OpenAPI document and exit.
     #[arg(long)]
     print_openapi: bool,
@@ -74,12 +84,30 @@ async fn main() -> anyhow::Result<()> {
         upload_timeout_ms: args.upload_timeout_ms,
         ..Config::default()
     };
+    let storage = match (&args.storage_config, &args.storage_dir) {
+        (Some(path), _) => {
+            let loaded = nsight_storage::StorageConfig::from_path(path)?;
+            for field in &loaded.ignored_fields {
+                tracing::info!(%field, "storage config field not used by this implementation");
+            }
+            Some(loaded.config)
+        }
+        (None, Some(dir)) => Some(nsight_storage::StorageConfig::Local(
+            nsight_storage::config::LocalConfig { root: dir.clone() },
+        )),
+        (None, None) => None,
+    }
+    .map(|config| StorageSpec {
+        config,
+        public_url: args.storage_public_url.clone(),
+    });
     let running = serve(ServerConfig {
         http_addr: args.http,
         grpc_addr: args.grpc,
         state_dir: args.state_dir,
         agent_tls_dir: args.tls_dir,
         machine,
+        storage,
     })
     .await?;
     // A line tests and supervisors can wait for.

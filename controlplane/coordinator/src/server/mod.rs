@@ -5,6 +5,7 @@ pub mod grpc;
 pub mod hub;
 pub mod openapi;
 pub mod problem;
+pub mod reports;
 pub mod rest;
 pub mod store;
 pub mod tls;
@@ -30,6 +31,9 @@ pub struct ServerConfig {
     /// `None` serves plaintext (only for a trusted network; logged as a warning).
     pub agent_tls_dir: Option<PathBuf>,
     pub machine: Config,
+    /// Report storage: `session.json`, report listings and download URLs. `None`: the REST API
+    /// answers report listings with 501.
+    pub storage: Option<reports::StorageSpec>,
 }
 
 /// A running coordinator: its bound addresses. Dropping it does not stop it; the tasks run
@@ -57,6 +61,8 @@ pub enum ServeError {
     Tls(#[from] tls::TlsError),
     #[error("agent channel TLS configuration refused")]
     TlsConfig(#[source] tonic::transport::Error),
+    #[error("cannot open report storage")]
+    Reports(#[from] reports::ReportsError),
 }
 
 /// How often agents' reports are written (see `hub`'s module doc on durability).
@@ -110,7 +116,16 @@ pub async fn serve(config: ServerConfig) -> Result<Running, ServeError> {
         repairs,
     };
 
-    let app = rest::router(hub.clone());
+    let reports = match &config.storage {
+        Some(spec) => {
+            let own_base = format!("http://{}", running.http_addr);
+            let reports = reports::Reports::open(spec, &own_base, config.state_dir.as_deref())?;
+            tracing::info!(storage = %reports.describe(), "report storage");
+            Some(std::sync::Arc::new(reports))
+        }
+        None => None,
+    };
+    let app = rest::router(hub.clone(), reports);
     tokio::spawn(async move {
         if let Err(e) = axum::serve(http, app).await {
             tracing::error!(error = %e, "REST server stopped");

@@ -68,6 +68,11 @@ pub fn document() -> Value {
                 "parameters": [{ "name": "id", "in": "path", "required": true, "schema": { "type": "string", "format": "uuid" } }],
                 "responses": with_problems(json!({ "200": ok("the session", "Session") }))
             }},
+            "/sessions/{id}/reports": { "get": {
+                "summary": "The session's report files in storage, with their download paths and a download URL each (S3 presigned, or signed by the coordinator for a local store; valid for an hour, no other credentials needed). 501 when no storage is configured",
+                "parameters": [{ "name": "id", "in": "path", "required": true, "schema": { "type": "string", "format": "uuid" } }],
+                "responses": with_problems(json!({ "200": ok("the reports", "ReportListing") }))
+            }},
             "/start": tag_action("Start a collection (opens a session if none is open)", "Started"),
             "/stop": tag_action("Stop the active collection", "Stopped"),
             "/end": tag_action("End the session", "Ended"),
@@ -86,6 +91,18 @@ fn schemas() -> Value {
             "tag": { "type": "string", "default": "default" }, "session": { "type": "string", "format": "uuid" } } },
         "BeginSession": { "type": "object", "additionalProperties": false, "properties": {
             "tag": { "type": "string", "default": "default" }, "title": { "type": "string", "maxLength": 256 } } },
+        "ReportListing": { "type": "object", "properties": {
+            "session": { "type": "string" }, "tag": { "type": "string" },
+            "directory": { "type": "string", "description": "<YYYYMMDDHHMMSS>-<title>, the session's download directory" },
+            "reports": { "type": "array", "items": { "$ref": "#/components/schemas/ReportEntry" } },
+            "urlError": { "type": "string", "description": "why reports have no URL, when they have none" } } },
+        "ReportEntry": { "type": "object", "properties": {
+            "key": { "type": "string" }, "collection": { "type": "string" }, "process": { "type": "string" },
+            "instance": { "type": "string" }, "kind": { "type": "string", "enum": ["nsys-rep", "sqlite"] },
+            "size": { "type": "integer", "format": "int64" }, "lastModified": { "type": "string", "format": "date-time", "nullable": true },
+            "path": { "type": "string", "description": "relative download path: <directory>/<collection>/<file>" },
+            "flatPath": { "type": "string", "description": "relative path with --flat" },
+            "url": { "type": "string", "nullable": true }, "urlExpiresInS": { "type": "integer" } } },
         "SessionSummary": { "type": "object", "properties": {
             "id": { "type": "string", "format": "uuid" }, "tag": { "type": "string" }, "title": { "type": "string", "nullable": true },
             "state": { "type": "string", "enum": ["open", "ended"] }, "createdAt": ms, "endedAt": ms_or_null, "collections": { "type": "integer" } } },

@@ -1,9 +1,11 @@
 //! The REST API for users (CLI, UI), documented in docs/api/coordinator-rest.md and served as
 //! OpenAPI at `/v1/openapi.json`. Parses and validates input, calls the hub, renders JSON.
 
+use std::sync::Arc;
+
 use axum::{
     body::Bytes,
-    extract::{Path, Query, State},
+    extract::{FromRef, Path, Query, State},
     http::StatusCode,
     response::{IntoResponse, Response},
     routing::{get, post},
@@ -11,27 +13,68 @@ use axum::{
 };
 use serde::{de::DeserializeOwned, Deserialize};
 
-use super::{hub::Hub, openapi, problem::Problem};
+use super::{hub::Hub, openapi, problem::Problem, reports::Reports};
 use crate::state::{
     Coordinator, SessionFilter, SessionId, SessionState, SessionSummary, Tag, Title,
 };
 
-/// The API, served under both `/v1` and `/coordinator/v1` (the gateway's prefix).
-pub fn router(hub: Hub) -> Router {
+/// What the handlers share: the state machine's hub and, when configured, report storage.
+#[derive(Debug, Clone)]
+pub struct Api {
+    hub: Hub,
+    reports: Option<Arc<Reports>>,
+}
+
+impl FromRef<Api> for Hub {
+    fn from_ref(api: &Api) -> Hub {
+        api.hub.clone()
+    }
+}
+
+/// The API, served under both `/v1` and `/coordinator/v1` (the gateway's prefix); with a local
+/// report store, also the signed-URL object server at `/storage/v1/objects/`.
+pub fn router(hub: Hub, reports: Option<Arc<Reports>>) -> Router {
+    let objects = reports.as_ref().and_then(|r| r.object_router());
     let api = Router::new()
         .route("/status", get(status))
         .route("/sessions", get(list_sessions).post(begin_session))
         .route("/sessions/{id}", get(get_session))
+        .route("/sessions/{id}/reports", get(list_reports))
         .route("/start", post(start))
         .route("/stop", post(stop))
         .route("/end", post(end))
         .route("/openapi.json", get(|| async { Json(openapi::document()) }))
         .fallback(|| async { Problem::new(404, "no such endpoint; see /v1/openapi.json") })
-        .with_state(hub);
-    Router::new()
+        .with_state(Api { hub, reports });
+    let root = Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .nest("/v1", api.clone())
-        .nest("/coordinator/v1", api)
+        .nest("/coordinator/v1", api);
+    match objects {
+        Some(objects) => root.merge(objects),
+        None => root,
+    }
+}
+
+/// Writes the session's `session.json` when storage is configured.
+async fn record_session(api: &Api, id: SessionId) {
+    if let Some(reports) = &api.reports {
+        if let Ok(session) = api.hub.read(|m| m.session(id).cloned()) {
+            reports.record_session(&session).await;
+        }
+    }
+}
+
+async fn list_reports(State(api): State<Api>, Path(id): Path<String>) -> Result<Response, Problem> {
+    let id = session_id(&id)?;
+    let session = api.hub.read(|m| m.session(id).cloned())?;
+    let Some(reports) = &api.reports else {
+        return Err(Problem::new(
+            501,
+            "this coordinator has no report storage configured (--storage-config or --storage-dir)",
+        ));
+    };
+    Ok(Json(reports.list(&session).await?).into_response())
 }
 
 /// A JSON body, refused with a 400 problem that quotes serde's reason.
@@ -108,12 +151,15 @@ struct BeginSession {
     title: Option<String>,
 }
 
-async fn begin_session(State(hub): State<Hub>, bytes: Bytes) -> Result<Response, Problem> {
+async fn begin_session(State(api): State<Api>, bytes: Bytes) -> Result<Response, Problem> {
     let req: BeginSession = body(&bytes)?;
     let tag = tag(req.tag.as_deref())?;
     let title = req.title.as_deref().map(Title::parse).transpose()?;
-    let id = hub.apply(|m: &mut Coordinator, now| m.begin_session(&tag, title, now))?;
-    let summary = hub.read(|m| m.session(id).map(SessionSummary::of))?;
+    let id = api
+        .hub
+        .apply(|m: &mut Coordinator, now| m.begin_session(&tag, title, now))?;
+    record_session(&api, id).await;
+    let summary = api.hub.read(|m| m.session(id).map(SessionSummary::of))?;
     Ok((StatusCode::CREATED, Json(summary)).into_response())
 }
 
@@ -136,9 +182,14 @@ fn tag_action(bytes: &Bytes) -> Result<(Tag, Option<SessionId>), Problem> {
     Ok((tag(req.tag.as_deref())?, session))
 }
 
-async fn start(State(hub): State<Hub>, bytes: Bytes) -> Result<Response, Problem> {
+async fn start(State(api): State<Api>, bytes: Bytes) -> Result<Response, Problem> {
     let (tag, session) = tag_action(&bytes)?;
-    let started = hub.apply(|m: &mut Coordinator, now| m.start(&tag, session, now))?;
+    let started = api
+        .hub
+        .apply(|m: &mut Coordinator, now| m.start(&tag, session, now))?;
+    if started.session_created {
+        record_session(&api, started.session).await;
+    }
     Ok(Json(started).into_response())
 }
 
@@ -148,8 +199,11 @@ async fn stop(State(hub): State<Hub>, bytes: Bytes) -> Result<Response, Problem>
     Ok(Json(stopped).into_response())
 }
 
-async fn end(State(hub): State<Hub>, bytes: Bytes) -> Result<Response, Problem> {
+async fn end(State(api): State<Api>, bytes: Bytes) -> Result<Response, Problem> {
     let (tag, session) = tag_action(&bytes)?;
-    let ended = hub.apply(|m: &mut Coordinator, now| m.end_session(&tag, session, now))?;
+    let ended = api
+        .hub
+        .apply(|m: &mut Coordinator, now| m.end_session(&tag, session, now))?;
+    record_session(&api, ended.session).await;
     Ok(Json(ended).into_response())
 }
