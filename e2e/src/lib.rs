@@ -11,6 +11,9 @@
     reason = "a test harness: failing loudly with the cause is its job"
 )]
 
+pub mod agent;
+pub mod demo;
+pub mod gateway;
 pub mod http;
 pub mod platform;
 pub mod process;

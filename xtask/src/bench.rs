@@ -39,7 +39,11 @@ pub fn run(layout: &Layout, args: &[String]) -> Result<()> {
                 .unwrap_or(1024);
             crate::bench_storage::storage(layout, size_mib)
         }
-        _ => bail!("usage: cargo xtask bench coordinator [AGENTS] | storage [SIZE_MIB]"),
+        Some("gateway") => crate::bench_gateway::gateway(),
+        Some("nvtx") => crate::bench_nvtx::nvtx(layout),
+        _ => bail!(
+            "usage: cargo xtask bench coordinator [AGENTS] | storage [SIZE_MIB] | gateway | nvtx"
+        ),
     }
 }
 

@@ -7,28 +7,46 @@ use anyhow::{Context, Result};
 
 use crate::paths::Layout;
 
+/// (package, binary, committed file) of every service that prints its OpenAPI document.
+const DOCUMENTS: [(&str, &str, &str); 2] = [
+    (
+        "nsight-coordinator",
+        "nsight-coordinator",
+        "docs/api/coordinator.openapi.json",
+    ),
+    (
+        "nsight-analysis",
+        "nsight-analysis",
+        "docs/api/analysis.openapi.json",
+    ),
+];
+
 pub fn write(layout: &Layout) -> Result<()> {
-    let out = Command::new("cargo")
-        .current_dir(&layout.root)
-        .env("CARGO_TARGET_DIR", layout.host_target())
-        .args([
-            "run",
-            "--quiet",
-            "-p",
-            "nsight-coordinator",
-            "--",
-            "--print-openapi",
-        ])
-        .output()
-        .context("cannot run the coordinator")?;
-    if !out.status.success() {
-        anyhow::bail!(
-            "the coordinator could not print its OpenAPI document:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+    for (package, bin, file) in DOCUMENTS {
+        let out = Command::new("cargo")
+            .current_dir(&layout.root)
+            .env("CARGO_TARGET_DIR", layout.host_target())
+            .args([
+                "run",
+                "--quiet",
+                "-p",
+                package,
+                "--bin",
+                bin,
+                "--",
+                "--print-openapi",
+            ])
+            .output()
+            .with_context(|| format!("cannot run {bin}"))?;
+        if !out.status.success() {
+            anyhow::bail!(
+                "{bin} could not print its OpenAPI document:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let path = layout.root.join(file);
+        std::fs::write(&path, &out.stdout)?;
+        eprintln!("wrote {}", path.display());
     }
-    let path = layout.root.join("docs/api/coordinator.openapi.json");
-    std::fs::write(&path, &out.stdout)?;
-    eprintln!("wrote {}", path.display());
     Ok(())
 }

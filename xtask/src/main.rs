@@ -5,10 +5,13 @@
 //! outside the generated files it is asked to write.
 
 mod bench;
+mod bench_gateway;
+mod bench_nvtx;
 mod bench_storage;
 mod ci;
 mod cmd;
 mod codegen;
+mod demo;
 mod paths;
 mod setup;
 mod wasm;
@@ -23,7 +26,9 @@ tasks:
                steps: apt, wasm-std, wasm-tools, wasm-bindgen, wasm-opt, python, s3
   build-wasm   build the proxy-wasm filters, recipe components and the UI into the dist dir
   codegen      regenerate committed generated files (OpenAPI documents)
-  bench NAME   benchmarks against real processes (coordinator [AGENTS], storage [SIZE_MIB])
+  demo [--keep] the whole platform on this machine, profiling a sample program end to end
+  bench NAME   benchmarks against real processes (coordinator [AGENTS], storage [SIZE_MIB],
+               gateway, nvtx)
   ci           the test command: setup, fmt, clippy (host + wasm), build-wasm, tests
   env          print the environment the tests use (source it to run `cargo test` by hand)
 ";
@@ -41,6 +46,7 @@ fn main() -> Result<()> {
         "ci" => ci::run(&layout),
         "codegen" => codegen::write(&layout),
         "bench" => bench::run(&layout, &args[1..]),
+        "demo" => demo::run(&layout, &args[1..]),
         "env" => {
             for (k, v) in layout.test_env() {
                 println!("export {k}={}", v.display());

@@ -96,9 +96,12 @@ impl Layout {
             .unwrap_or_else(|| self.cache.join("target"))
     }
 
-    /// Wasm build products: a separate dir because the compiler differs.
+    /// Wasm build products: a separate dir because the compiler differs
+    /// (`NSIGHT_WASM_TARGET_DIR` overrides it, e.g. for a second clone built side by side).
     pub fn wasm_target(&self) -> PathBuf {
-        self.cache.join("target-wasm")
+        env::var_os("NSIGHT_WASM_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| self.cache.join("target-wasm"))
     }
 
     /// Final Wasm artifacts the tests and the platform load.

@@ -45,6 +45,8 @@ const PYTHON_REQUIREMENTS: &[&str] = &[
     // headers (nvidia/nvtx/include) that the C test program is compiled against.
     "nvtx==0.2.13",
     "nvidia-nvtx-cu12==12.9.79",
+    // Validates the analysis service's notebooks (nbformat 4) in its tests.
+    "nbformat==5.10.4",
 ];
 
 /// Bump when the way the wasm std is built changes.

@@ -1,12 +1,24 @@
-//! The profiling agent. Runs inside the profiled container: registers with the coordinator,
-//! follows START/STOP, and reports what it uploaded.
+//! The profiling agent. Runs inside the profiled container: launches the target under a
+//! backend, registers with the coordinator, follows START/STOP, and uploads one report per
+//! profiled process per collection.
 //!
 //! ```text
 //!  coordinator ──Start/Stop──> channel::run ──> Backend::start / Backend::stop ──> keys
 //!              <──Ack/Uploaded/Failed/Heartbeat──
+//!  target processes <──unix socket──> nvtx::ControlServer ──dumps──> report ──> publish (storage)
 //! ```
 //! [`channel`] is the coordinator client (reconnects with backoff, resumes what it was doing);
-//! backends plug in through [`channel::Backend`].
+//! backends plug in through [`channel::Backend`]. [`run`] is `nsight-agent run`; [`nvtx`] talks
+//! to the injected processes; [`report`] writes the SQLite export (pure over a connection);
+//! [`publish`] names and uploads reports; [`nsys`] is the nsys backend's command lines and state
+//! machine; [`preflight`] the diagnostics sent at registration.
 
 pub mod channel;
+pub mod nsys;
+pub mod nvtx;
+pub mod preflight;
 pub mod proto;
+pub mod publish;
+pub mod report;
+pub mod run;
+pub mod signals;

@@ -16,7 +16,9 @@ use std::{
 
 use rusqlite::types::{Value, ValueRef};
 
-use crate::report::{open_guarded, prepare_error, step_error, Deadline, QueryError, QueryLimits};
+use crate::report::{
+    open_guarded, prepare_error, step_error, Deadline, QueryError, QueryLimits, StopFlag,
+};
 
 type Batch = Vec<Vec<Value>>;
 type Reply = Result<Option<Batch>, QueryError>;
@@ -49,6 +51,7 @@ impl Cursor {
         sql: String,
         params: Vec<Value>,
         limits: QueryLimits,
+        stop: StopFlag,
         open: Arc<()>,
     ) -> Result<Self, QueryError> {
         let (setup_tx, setup_rx) = mpsc::sync_channel::<Result<Vec<String>, QueryError>>(1);
@@ -61,7 +64,7 @@ impl Cursor {
                     &path,
                     &sql,
                     &params,
-                    limits,
+                    (limits, stop),
                     &setup_tx,
                     &request_rx,
                     &reply_tx,
@@ -139,12 +142,12 @@ fn work(
     path: &std::path::Path,
     sql: &str,
     params: &[Value],
-    limits: QueryLimits,
+    (limits, stop): (QueryLimits, StopFlag),
     setup: &mpsc::SyncSender<Result<Vec<String>, QueryError>>,
     requests: &mpsc::Receiver<u32>,
     replies: &mpsc::SyncSender<Reply>,
 ) {
-    let deadline = Deadline::new();
+    let deadline = Deadline::new(stop);
     deadline.arm(limits.call_time);
     let conn = match open_guarded(path, &deadline) {
         Ok(c) => c,
@@ -158,7 +161,7 @@ fn work(
     let mut stmt = match conn.prepare(sql) {
         Ok(s) => s,
         Err(e) => {
-            let _ = setup.send(Err(prepare_error(e, &limits)));
+            let _ = setup.send(Err(prepare_error(e, &limits, deadline.stopped())));
             return;
         }
     };
@@ -209,7 +212,7 @@ fn work(
                 ),
                 Ok(None) if batch.is_empty() => break Ok(None),
                 Ok(None) => break Ok(Some(batch)),
-                Err(e) => break Err(step_error(e, &limits)),
+                Err(e) => break Err(step_error(e, &limits, deadline.stopped())),
             }
         };
         if replies.send(reply).is_err() {

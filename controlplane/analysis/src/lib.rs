@@ -11,15 +11,19 @@
 //!                            v
 //!                        ReportDb (read-only SQLite, cursors on worker threads)
 //! ```
+//!
+//! [`service`] is the REST service around the host (binary `nsight-analysis`): jobs over the
+//! reports in storage, with CSV, notebook and HTML outputs written back to storage.
 
 pub mod csv;
 mod cursor;
 pub mod recipe_host;
 pub mod report;
+pub mod service;
 
 pub use csv::table_to_csv;
 pub use recipe_host::{
-    Column, ColumnKind, Figure, Level, Limits, LogLine, RecipeHost, RecipeHostError, RecipeInfo,
-    RecipeOutput, Table, Value,
+    Argument, CancelHandle, Column, ColumnKind, Figure, Level, Limits, LogLine, RecipeHost,
+    RecipeHostError, RecipeInfo, RecipeOutput, Table, Value,
 };
-pub use report::{Cursor, QueryError, QueryLimits, ReportDb, ReportError};
+pub use report::{Cursor, QueryError, QueryLimits, ReportDb, ReportError, StopFlag};

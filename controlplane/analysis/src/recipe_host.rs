@@ -3,6 +3,11 @@
 //! run's read-only report and the cursors the recipe opened). It does not touch storage; the
 //! SQLite side lives in `report`.
 //!
+//! Cancellation: [`CancelHandle::cancel`] sets the run's [`StopFlag`] (every SQLite call of the
+//! run is interrupted at its next progress check) and bumps the engine's epoch, so Wasm code
+//! running in a store whose flag is set traps at its next epoch check (function entry or loop
+//! back-edge). Stores of other runs see the bump, find their flag clear and carry on.
+//!
 //! ```text
 //!  run(component, report, args)
 //!    ReportDb::open(report) ──> Store { fuel, memory, ReportDb, cursors } ──> call_run(args)
@@ -19,10 +24,10 @@ use std::{
 use sha2::{Digest, Sha256};
 use wasmtime::{
     component::{Component, HasSelf, Linker, Resource, ResourceTable},
-    Config, Engine, Store, StoreLimits, StoreLimitsBuilder,
+    Config, Engine, Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline,
 };
 
-use crate::report::{self, QueryError, QueryLimits, ReportDb, ReportError};
+use crate::report::{self, QueryError, QueryLimits, ReportDb, ReportError, StopFlag};
 
 mod bindings {
     wasmtime::component::bindgen!({
@@ -100,6 +105,36 @@ pub enum RecipeHostError {
     Recipe(String),
     #[error("recipe returned a malformed output: {0}")]
     Output(String),
+    /// The run was stopped through its [`CancelHandle`].
+    #[error("the run was cancelled")]
+    Cancelled,
+}
+
+/// Stops one run from another thread (see the module doc). Cheap to clone.
+#[derive(Clone)]
+pub struct CancelHandle {
+    stop: StopFlag,
+    engine: Engine,
+}
+
+impl std::fmt::Debug for CancelHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CancelHandle")
+            .field("cancelled", &self.is_cancelled())
+            .finish_non_exhaustive()
+    }
+}
+
+impl CancelHandle {
+    /// Stops the run: its SQL and its Wasm code are interrupted within milliseconds.
+    pub fn cancel(&self) {
+        self.stop.stop();
+        self.engine.increment_epoch();
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.stop.is_stopped()
+    }
 }
 
 /// A line the recipe wrote to the job's log.
@@ -287,6 +322,7 @@ impl RecipeHost {
     pub fn new(limits: Limits) -> Result<Self, RecipeHostError> {
         let mut config = Config::new();
         config.consume_fuel(true);
+        config.epoch_interruption(true);
         let engine = Engine::new(&config).map_err(RecipeHostError::Engine)?;
         let mut linker = Linker::new(&engine);
         Recipe::add_to_linker::<_, HasSelf<CallState>>(&mut linker, |s| s)
@@ -331,7 +367,19 @@ impl RecipeHost {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn store(&self, report: Option<ReportDb>) -> Result<Store<CallState>, RecipeHostError> {
+    /// A handle for [`RecipeHost::run_cancellable`].
+    pub fn cancel_handle(&self) -> CancelHandle {
+        CancelHandle {
+            stop: StopFlag::default(),
+            engine: self.engine.clone(),
+        }
+    }
+
+    fn store(
+        &self,
+        report: Option<ReportDb>,
+        stop: StopFlag,
+    ) -> Result<Store<CallState>, RecipeHostError> {
         let limits = StoreLimitsBuilder::new()
             .memory_size(self.limits.memory_bytes)
             .instances(4)
@@ -349,12 +397,21 @@ impl RecipeHost {
         store
             .set_fuel(self.limits.fuel)
             .map_err(RecipeHostError::Engine)?;
+        // Every epoch bump (a cancel of any run) calls this; only this run's flag stops it.
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            if stop.is_stopped() {
+                Err(wasmtime::Error::msg("the run was cancelled"))
+            } else {
+                Ok(UpdateDeadline::Continue(1))
+            }
+        });
         Ok(store)
     }
 
     /// Calls the recipe's `describe` in a fresh sandbox (with no report).
     pub fn describe(&self, component: &Component) -> Result<RecipeInfo, RecipeHostError> {
-        let mut store = self.store(None)?;
+        let mut store = self.store(None, StopFlag::default())?;
         let recipe = Recipe::instantiate(&mut store, component, &self.linker)
             .map_err(RecipeHostError::Instantiate)?;
         recipe
@@ -374,21 +431,48 @@ impl RecipeHost {
         report: &Path,
         args: &[(String, String)],
     ) -> Result<RecipeOutput, RecipeHostError> {
-        let db = ReportDb::open(report, self.limits.query).map_err(|source| {
-            RecipeHostError::OpenReport {
+        self.run_cancellable(component, report, args, &self.cancel_handle())
+    }
+
+    /// [`RecipeHost::run`] that `cancel` can stop from another thread; a stopped run returns
+    /// [`RecipeHostError::Cancelled`] whatever the recipe was doing.
+    pub fn run_cancellable(
+        &self,
+        component: &Component,
+        report: &Path,
+        args: &[(String, String)],
+        cancel: &CancelHandle,
+    ) -> Result<RecipeOutput, RecipeHostError> {
+        let stopped = |r: RecipeHostError| {
+            if cancel.is_cancelled() {
+                RecipeHostError::Cancelled
+            } else {
+                r
+            }
+        };
+        if cancel.is_cancelled() {
+            return Err(RecipeHostError::Cancelled);
+        }
+        let db = ReportDb::open_stoppable(report, self.limits.query, cancel.stop.clone())
+            .map_err(|source| RecipeHostError::OpenReport {
                 path: report.display().to_string(),
                 source,
-            }
-        })?;
-        let mut store = self.store(Some(db))?;
+            })
+            .map_err(stopped)?;
+        let mut store = self.store(Some(db), cancel.stop.clone())?;
         let recipe = Recipe::instantiate(&mut store, component, &self.linker)
-            .map_err(RecipeHostError::Instantiate)?;
+            .map_err(RecipeHostError::Instantiate)
+            .map_err(stopped)?;
         let result = recipe
             .call_run(&mut store, args)
             .map_err(|source| RecipeHostError::Call {
                 call: "run",
                 source,
-            })?;
+            })
+            .map_err(stopped)?;
+        if cancel.is_cancelled() {
+            return Err(RecipeHostError::Cancelled);
+        }
         let output = result.map_err(RecipeHostError::Recipe)?;
         check_output(&output)?;
         let log = std::mem::take(&mut store.data_mut().log);

@@ -19,7 +19,7 @@
 use std::{
     path::{Path, PathBuf},
     sync::{
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
         Arc,
     },
     time::{Duration, Instant},
@@ -88,20 +88,42 @@ pub enum QueryError {
     Failed(String),
 }
 
-/// A deadline the progress handler of one connection checks; re-armed before each call.
+/// Set once to stop every SQLite call of a run at the next progress check (a cancelled job).
+/// Clones share the flag.
+#[derive(Debug, Clone, Default)]
+pub struct StopFlag(Arc<AtomicBool>);
+
+impl StopFlag {
+    pub fn stop(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// A deadline the progress handler of one connection checks; re-armed before each call. It
+/// has also passed once the run's [`StopFlag`] is set.
 #[derive(Debug)]
 pub(crate) struct Deadline {
     base: Instant,
     /// Nanoseconds after `base`; `u64::MAX` when disarmed.
     at: AtomicU64,
+    stop: StopFlag,
 }
 
 impl Deadline {
-    pub(crate) fn new() -> Arc<Self> {
+    pub(crate) fn new(stop: StopFlag) -> Arc<Self> {
         Arc::new(Self {
             base: Instant::now(),
             at: AtomicU64::new(u64::MAX),
+            stop,
         })
+    }
+
+    pub(crate) fn stopped(&self) -> bool {
+        self.stop.is_stopped()
     }
 
     pub(crate) fn arm(&self, within: Duration) {
@@ -111,6 +133,9 @@ impl Deadline {
     }
 
     fn passed(&self) -> bool {
+        if self.stop.is_stopped() {
+            return true;
+        }
         let now = u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(u64::MAX);
         now > self.at.load(Ordering::Relaxed)
     }
@@ -173,14 +198,14 @@ fn authorize(ctx: AuthContext<'_>) -> Authorization {
 }
 
 /// Maps an error from preparing a statement.
-pub(crate) fn prepare_error(e: rusqlite::Error, limits: &QueryLimits) -> QueryError {
+pub(crate) fn prepare_error(e: rusqlite::Error, limits: &QueryLimits, stopped: bool) -> QueryError {
     match e.sqlite_error_code() {
         Some(ErrorCode::AuthorizationForStatementDenied) => QueryError::NotReadOnly(
             "a recipe may not ATTACH or DETACH databases or set PRAGMAs; it reads only its \
              own report"
                 .into(),
         ),
-        Some(ErrorCode::OperationInterrupted) => interrupted(limits),
+        Some(ErrorCode::OperationInterrupted) => interrupted(limits, stopped),
         _ => match e {
             rusqlite::Error::MultipleStatement => {
                 QueryError::Invalid("only one statement per query".into())
@@ -191,15 +216,18 @@ pub(crate) fn prepare_error(e: rusqlite::Error, limits: &QueryLimits) -> QueryEr
 }
 
 /// Maps an error from running a statement.
-pub(crate) fn step_error(e: rusqlite::Error, limits: &QueryLimits) -> QueryError {
+pub(crate) fn step_error(e: rusqlite::Error, limits: &QueryLimits, stopped: bool) -> QueryError {
     match e.sqlite_error_code() {
-        Some(ErrorCode::OperationInterrupted) => interrupted(limits),
+        Some(ErrorCode::OperationInterrupted) => interrupted(limits, stopped),
         Some(ErrorCode::ReadOnly) => QueryError::NotReadOnly(e.to_string()),
         _ => QueryError::Failed(e.to_string()),
     }
 }
 
-fn interrupted(limits: &QueryLimits) -> QueryError {
+fn interrupted(limits: &QueryLimits, stopped: bool) -> QueryError {
+    if stopped {
+        return QueryError::Interrupted("the run was cancelled".into());
+    }
     QueryError::Interrupted(format!(
         "stopped after running longer than {:?}",
         limits.call_time
@@ -228,7 +256,17 @@ impl std::fmt::Debug for ReportDb {
 impl ReportDb {
     /// Opens `path` read-only; fails when it cannot be opened or is not a SQLite database.
     pub fn open(path: &Path, limits: QueryLimits) -> Result<Self, ReportError> {
-        let deadline = Deadline::new();
+        Self::open_stoppable(path, limits, StopFlag::default())
+    }
+
+    /// [`ReportDb::open`], with every SQLite call of this report and its cursors interrupted
+    /// once `stop` is set.
+    pub fn open_stoppable(
+        path: &Path,
+        limits: QueryLimits,
+        stop: StopFlag,
+    ) -> Result<Self, ReportError> {
+        let deadline = Deadline::new(stop);
         deadline.arm(limits.call_time);
         let conn = open_guarded(path, &deadline)?;
         Ok(Self {
@@ -265,12 +303,12 @@ impl ReportDb {
         let mut stmt = self
             .conn
             .prepare(sql)
-            .map_err(|e| prepare_error(e, &self.limits))?;
+            .map_err(|e| prepare_error(e, &self.limits, self.deadline.stopped()))?;
         let rows = stmt
             .query_map(rusqlite::params_from_iter(param), |r| r.get::<_, String>(0))
-            .map_err(|e| step_error(e, &self.limits))?;
+            .map_err(|e| step_error(e, &self.limits, self.deadline.stopped()))?;
         rows.collect::<Result<Vec<_>, _>>()
-            .map_err(|e| step_error(e, &self.limits))
+            .map_err(|e| step_error(e, &self.limits, self.deadline.stopped()))
     }
 
     /// Prepares one read-only statement with `params` bound to its `?` parameters, in order,
@@ -288,6 +326,7 @@ impl ReportDb {
             sql.to_owned(),
             params,
             self.limits,
+            self.deadline.stop.clone(),
             Arc::clone(&self.cursors),
         )
     }

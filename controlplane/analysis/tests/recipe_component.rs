@@ -80,3 +80,52 @@ fn a_file_that_is_not_a_component_is_refused_with_its_path() {
     assert!(err.to_string().contains("bogus.wasm"), "{err}");
     assert!(matches!(err, RecipeHostError::Compile { .. }));
 }
+
+/// Never ends on its own: only the SQL call limit or a cancel stops it.
+const RUNAWAY: &str = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) \
+                       SELECT max(x) FROM c";
+
+#[test]
+fn a_cancelled_run_stops_within_a_second() {
+    let host = RecipeHost::new(Limits::default()).unwrap();
+    let component = host.load(&wasm_artifact("recipes/sql.wasm")).unwrap();
+    let dir = TempDir::new("cancel-run");
+    let db = dir.path().join("r.sqlite");
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch("CREATE TABLE StringIds (id INTEGER, value TEXT);")
+        .unwrap();
+    let args = [("query".to_string(), RUNAWAY.to_string())];
+
+    let early = host.cancel_handle();
+    early.cancel();
+    let err = host
+        .run_cancellable(&component, &db, &args, &early)
+        .unwrap_err();
+    assert!(matches!(err, RecipeHostError::Cancelled), "{err:?}");
+
+    let cancel = host.cancel_handle();
+    std::thread::scope(|s| {
+        let run = s.spawn(|| host.run_cancellable(&component, &db, &args, &cancel));
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert!(!run.is_finished(), "the runaway query ended by itself");
+        let t = std::time::Instant::now();
+        cancel.cancel();
+        let err = run.join().unwrap().unwrap_err();
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(1),
+            "{:?}",
+            t.elapsed()
+        );
+        assert!(matches!(err, RecipeHostError::Cancelled), "{err:?}");
+    });
+    // Another run on the same host is not affected by that cancel.
+    let ok = host
+        .run(
+            &component,
+            &db,
+            &[("query".into(), "SELECT 1 AS one".into())],
+        )
+        .unwrap();
+    assert_eq!(ok.tables[0].rows.len(), 1);
+}

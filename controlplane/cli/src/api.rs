@@ -27,6 +27,8 @@ use crate::config::{ApiKey, HttpUrl};
 
 /// The coordinator's API below the gateway URL.
 pub const API_PREFIX: &str = "/coordinator/v1";
+/// The analysis service's prefix on the gateway.
+pub const ANALYSIS_PREFIX: &str = "/analysis/v1";
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -170,6 +172,7 @@ pub struct TagRequest<'a> {
 #[derive(Debug)]
 pub struct Client {
     base: String,
+    analysis_base: String,
     auth: Option<HeaderValue>,
     http: Http,
 }
@@ -195,6 +198,10 @@ impl Client {
             .map_err(ApiError::Setup)?;
         Ok(Client {
             base: format!("{}{API_PREFIX}", gateway.as_str().trim_end_matches('/')),
+            analysis_base: format!(
+                "{}{ANALYSIS_PREFIX}",
+                gateway.as_str().trim_end_matches('/')
+            ),
             auth,
             http,
         })
@@ -225,6 +232,55 @@ impl Client {
     /// `POST /v1/stop` -> `Stopped`.
     pub fn stop(&self, tag: &str, session: Option<Uuid>) -> Result<Reply, ApiError> {
         self.post("/stop", &TagRequest { tag, session })
+    }
+
+    /// The URL of `path` under the analysis service (`/analysis/v1`).
+    pub fn analysis_url(&self, path: &str) -> String {
+        format!("{}{path}", self.analysis_base)
+    }
+
+    /// `GET /analysis/v1<path>` with `query`.
+    pub fn analysis_get(&self, path: &str, query: &[(&str, &str)]) -> Result<Reply, ApiError> {
+        let url = self.analysis_url(path);
+        let request = self.http.get(&url).query(query);
+        self.send("GET", url, request)
+    }
+
+    /// `POST /analysis/v1<path>` with a JSON body.
+    pub fn analysis_post<B: Serialize>(&self, path: &str, body: &B) -> Result<Reply, ApiError> {
+        let url = self.analysis_url(path);
+        let request = self.http.post(&url).json(body);
+        self.send("POST", url, request)
+    }
+
+    /// `DELETE /analysis/v1<path>`.
+    pub fn analysis_delete(&self, path: &str) -> Result<Reply, ApiError> {
+        let url = self.analysis_url(path);
+        let request = self.http.delete(&url);
+        self.send("DELETE", url, request)
+    }
+
+    /// A streaming GET of a gateway URL with the credentials (for job files).
+    pub fn get_stream(&self, url: &str) -> Result<reqwest::blocking::Response, ApiError> {
+        let mut request = self.http.get(url).timeout(Duration::from_secs(6 * 3600));
+        if let Some(value) = &self.auth {
+            request = request.header(AUTHORIZATION, value.clone());
+        }
+        let response = request.send().map_err(|source| ApiError::Unreachable {
+            url: url.to_owned(),
+            source,
+        })?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let body = response.text().unwrap_or_default();
+        Err(ApiError::Refused(Box::new(Refusal {
+            url: url.to_owned(),
+            status,
+            problem: Problem::from_body(status, &body),
+            body,
+        })))
     }
 
     /// `GET /v1/sessions?tag=T` -> `{"sessions": [SessionSummary]}`.

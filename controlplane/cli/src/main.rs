@@ -11,6 +11,7 @@
 //! Exit codes: 0 ok, 1 the server refused (4xx/5xx) or answered nonsense, 2 usage or
 //! configuration error, 3 the gateway could not be reached.
 
+mod analysis;
 mod api;
 mod config;
 mod download;
@@ -81,6 +82,9 @@ enum Command {
     Ls(SessionArg),
     /// Download the session's reports into <dir>/<YYYYMMDDHHMMSS>-<title>/<collection>/...
     Download(DownloadArgs),
+    /// Run analysis recipes on the session's reports and manage their jobs.
+    #[command(subcommand)]
+    Analysis(analysis::AnalysisCommand),
 }
 
 #[derive(Debug, Args)]
@@ -185,7 +189,7 @@ fn parse_session_id(value: &str) -> Result<Uuid, String> {
 
 /// Why a command failed; decides the message and the exit code.
 #[derive(Debug)]
-enum Failure {
+pub(crate) enum Failure {
     Config(ConfigError),
     Api(ApiError),
     OAuthLoginUnsupported {
@@ -199,6 +203,8 @@ enum Failure {
     Downloads(Vec<download::DownloadError>),
     /// The storage client could not be set up.
     Http(reqwest::Error),
+    /// `analysis run --wait`: the job ended without succeeding (already printed).
+    JobFailed,
 }
 
 impl From<ConfigError> for Failure {
@@ -218,7 +224,10 @@ impl Failure {
         match self {
             Failure::Config(_) | Failure::OAuthLoginUnsupported { .. } => 2,
             Failure::Api(e) => e.exit_code(),
-            Failure::NoSession { .. } | Failure::Downloads(_) | Failure::Http(_) => 1,
+            Failure::NoSession { .. }
+            | Failure::Downloads(_)
+            | Failure::Http(_)
+            | Failure::JobFailed => 1,
         }
     }
 }
@@ -298,6 +307,24 @@ fn dispatch(ctx: &Ctx<'_>, command: &Command) -> Result<(), Failure> {
         ),
         Command::Ls(s) => ls(ctx, s.session),
         Command::Download(args) => download(ctx, args),
+        Command::Analysis(command) => {
+            let client = connect(ctx)?;
+            let outcome = analysis::run(&client, tag, command, |given| {
+                resolve_session(ctx, &client, given)
+            })?;
+            match ctx.output {
+                OutputFormat::Json => out(&format!(
+                    "{}\n",
+                    serde_json::to_string_pretty(&outcome.json).unwrap_or_default()
+                )),
+                OutputFormat::Table => print_rendered(&outcome.table),
+            }
+            if outcome.failed {
+                Err(Failure::JobFailed)
+            } else {
+                Ok(())
+            }
+        }
     }
 }
 
@@ -484,6 +511,7 @@ fn fail(cli: &Cli, ctx: Option<&Ctx<'_>>, failure: &Failure) -> ExitCode {
             ));
         }
         Failure::Http(e) => err(&format!("error: {}", api::chain(e))),
+        Failure::JobFailed => err("error: the analysis job did not succeed (see its reason above)"),
     }
     ExitCode::from(failure.exit_code())
 }

@@ -1,0 +1,232 @@
+//! `nsight-agent run [--mode coordinator|launch] [--duration S] -- <argv>`: the profiling agent.
+//! Parses flags and environment, opens the report store and the spool, and hands over to
+//! [`nsight_agent::run`]. Exits with the target's exit code.
+
+use std::{path::PathBuf, time::Duration};
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand, ValueEnum};
+use nsight_agent::{
+    channel::{AgentConfig, AgentTls},
+    preflight::{self, Facts},
+    publish::Publisher,
+    run::{self, Mode, RunOptions},
+};
+use nsight_storage::{config::LocalConfig, StorageConfig, Store, Uploader};
+
+#[derive(Debug, Parser)]
+#[command(about = "The Nsight profiling agent: runs a program under a profiler backend")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Launch a program under the profiler.
+    Run(RunArgs),
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ModeArg {
+    Coordinator,
+    Launch,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum BackendArg {
+    Nvtx,
+    Nsys,
+}
+
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    #[arg(
+        long,
+        value_enum,
+        env = "NSIGHT_AGENT_MODE",
+        default_value = "coordinator"
+    )]
+    mode: ModeArg,
+    /// Launch mode: stop collecting after this many seconds (the program keeps running).
+    #[arg(long)]
+    duration: Option<u64>,
+    #[arg(long, value_enum, env = "NSIGHT_AGENT_BACKEND", default_value = "nvtx")]
+    backend: BackendArg,
+    /// The coordinator's agent channel, e.g. https://coordinator:8081.
+    #[arg(long, env = "NSIGHT_COORDINATOR_URL")]
+    coordinator: Option<String>,
+    #[arg(long, env = "NSIGHT_TAG", default_value = "default")]
+    tag: String,
+    /// Directory with ca.crt, agent.crt, agent.key (mutual TLS to the coordinator); without it
+    /// the channel is plaintext.
+    #[arg(long, env = "NSIGHT_AGENT_TLS_DIR")]
+    tls_dir: Option<PathBuf>,
+    #[arg(long, default_value = "localhost")]
+    tls_server_name: String,
+    /// storage-config.yaml (also NSIGHT_CLOUD_STORAGE_CONFIG_FILE).
+    #[arg(long, env = "NSIGHT_CLOUD_STORAGE_CONFIG_FILE")]
+    storage_config: Option<PathBuf>,
+    /// Store reports in this directory instead (local mode).
+    #[arg(long, env = "NSIGHT_STORAGE_DIR", conflicts_with = "storage_config")]
+    storage_dir: Option<PathBuf>,
+    /// The uploader's spool directory (default: local_cache_dir of an s3 config, else under
+    /// the work directory).
+    #[arg(long, env = "NSIGHT_AGENT_SPOOL_DIR")]
+    spool_dir: Option<PathBuf>,
+    /// Scratch directory (default: $TMPDIR/nsight-agent-<pid>).
+    #[arg(long, env = "NSIGHT_AGENT_WORK_DIR")]
+    work_dir: Option<PathBuf>,
+    /// The NVTX injection library (default: libnsight_nvtx.so beside this binary).
+    #[arg(long, env = "NSIGHT_NVTX_LIB")]
+    nvtx_lib: Option<PathBuf>,
+    #[arg(long, env = "NSIGHT_NAMESPACE", default_value = "local")]
+    namespace: String,
+    /// The pod's name (default: the host name).
+    #[arg(long, env = "NSIGHT_POD_NAME")]
+    pod: Option<String>,
+    #[arg(long, env = "NSIGHT_CONTAINER_NAME", default_value = "main")]
+    container: String,
+    #[arg(long, env = "NODE_NAME", default_value = "local")]
+    node: String,
+    /// The program and its arguments.
+    #[arg(last = true, required = true)]
+    argv: Vec<String>,
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "localhost".into())
+}
+
+fn store(args: &RunArgs) -> anyhow::Result<(Store, Option<PathBuf>)> {
+    let config = match (&args.storage_dir, &args.storage_config) {
+        (Some(dir), _) => StorageConfig::Local(LocalConfig { root: dir.clone() }),
+        (None, Some(path)) => {
+            let loaded = StorageConfig::from_path(path)?;
+            for field in &loaded.ignored_fields {
+                tracing::warn!(field, "storage config field not used by this agent");
+            }
+            loaded.config
+        }
+        (None, None) => anyhow::bail!(
+            "no report storage: give --storage-config FILE (or NSIGHT_CLOUD_STORAGE_CONFIG_FILE) \
+             or --storage-dir DIR"
+        ),
+    };
+    let spool = match &config {
+        StorageConfig::S3(s3) => s3.local_cache_dir.clone(),
+        StorageConfig::Local(_) => None,
+    };
+    Ok((Store::from_config(&config)?, spool))
+}
+
+async fn run_command(args: RunArgs) -> anyhow::Result<i32> {
+    let backend = match args.backend {
+        BackendArg::Nvtx => "nvtx",
+        BackendArg::Nsys => "nsys",
+    };
+    let diagnostics = preflight::diagnose(&Facts::gather(backend));
+    for d in &diagnostics {
+        tracing::warn!("preflight: {d}");
+    }
+    if matches!(args.backend, BackendArg::Nsys) {
+        anyhow::bail!(
+            "the nsys backend's command lines are implemented (nsight_agent::nsys) but running \
+             it is not wired yet: use --backend nvtx"
+        );
+    }
+    let work_dir = args.work_dir.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("nsight-agent-{}", std::process::id()))
+    });
+    let (store, config_spool) = store(&args)?;
+    let spool = args
+        .spool_dir
+        .clone()
+        .or(config_spool)
+        .unwrap_or_else(|| work_dir.join("spool"));
+    let uploader = Uploader::open(store, &spool, Default::default())
+        .with_context(|| format!("opening the spool {}", spool.display()))?;
+    // Reports spooled before a restart go up first.
+    let leftovers = uploader.drain().await?;
+    if !leftovers.uploaded.is_empty() {
+        tracing::info!(keys = ?leftovers.keys(), "uploaded reports left from an earlier run");
+    }
+    let nvtx_lib = match args.nvtx_lib.clone() {
+        Some(p) => p,
+        None => std::env::current_exe()?
+            .parent()
+            .map(|d| d.join("libnsight_nvtx.so"))
+            .context("cannot locate the agent's directory")?,
+    };
+    anyhow::ensure!(
+        nvtx_lib.exists(),
+        "the NVTX injection library {} does not exist: set --nvtx-lib or NSIGHT_NVTX_LIB",
+        nvtx_lib.display()
+    );
+    let pod = args.pod.clone().unwrap_or_else(hostname);
+    let mode = match args.mode {
+        ModeArg::Coordinator => Mode::Coordinator,
+        ModeArg::Launch => Mode::Launch,
+    };
+    let agent = match (&args.coordinator, mode) {
+        (Some(url), Mode::Coordinator) => Some(AgentConfig {
+            coordinator: url.clone(),
+            tag: args.tag.clone(),
+            namespace: args.namespace.clone(),
+            pod: pod.clone(),
+            container: args.container.clone(),
+            process_name: String::new(),
+            pid: 0,
+            node: args.node.clone(),
+            backend: backend.into(),
+            diagnostics,
+            max_backoff: Duration::from_secs(10),
+            tls: args
+                .tls_dir
+                .as_deref()
+                .map(|d| AgentTls::from_dir(d, &args.tls_server_name))
+                .transpose()?,
+        }),
+        _ => None,
+    };
+    let publisher = Publisher {
+        uploader,
+        work_dir: work_dir.join("reports"),
+        tag: args.tag.clone(),
+        instance: pod,
+    };
+    let options = RunOptions {
+        mode,
+        duration: args.duration.map(Duration::from_secs),
+        argv: args.argv,
+        nvtx_lib,
+        work_dir: work_dir.clone(),
+        agent,
+    };
+    let code = run::run(options, publisher).await;
+    if args.work_dir.is_none() {
+        let _ = std::fs::remove_dir_all(&work_dir);
+    }
+    code
+}
+
+#[tokio::main]
+async fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("NSIGHT_AGENT_LOG")
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let Command::Run(args) = Cli::parse().command;
+    match run_command(args).await {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("nsight-agent: {e:#}");
+            std::process::exit(127);
+        }
+    }
+}

@@ -1,0 +1,135 @@
+//! The exact nsys command lines and the collection state machine.
+
+use super::*;
+
+fn commands() -> NsysCommands {
+    NsysCommands {
+        nsys: "/opt/nsys/bin/nsys".into(),
+        session: "agent-42".into(),
+        tool_args: split_tool_args("--trace=cuda,nvtx --sample=none"),
+    }
+}
+
+fn at(c: u32) -> CollectionRef {
+    CollectionRef {
+        session: "s1".into(),
+        collection: c,
+    }
+}
+
+fn v(words: &[&str]) -> Vec<String> {
+    words.iter().map(|w| (*w).to_owned()).collect()
+}
+
+#[test]
+fn command_lines_are_exact() {
+    let c = commands();
+    let app = v(&["python3", "train.py", "--epochs", "2"]);
+    assert_eq!(
+        c.launch(&app),
+        v(&[
+            "/opt/nsys/bin/nsys",
+            "launch",
+            "--session-new=agent-42",
+            "--trace=cuda,nvtx",
+            "--sample=none",
+            "--",
+            "python3",
+            "train.py",
+            "--epochs",
+            "2"
+        ])
+    );
+    assert_eq!(
+        c.start(Path::new("/w/s1-1.nsys-rep")),
+        v(&[
+            "/opt/nsys/bin/nsys",
+            "start",
+            "--session=agent-42",
+            "--output=/w/s1-1.nsys-rep",
+            "--force-overwrite=true"
+        ])
+    );
+    assert_eq!(
+        c.stop(),
+        v(&["/opt/nsys/bin/nsys", "stop", "--session=agent-42"])
+    );
+    assert_eq!(
+        c.profile(&app, Path::new("/w/r.nsys-rep"), Some(30)),
+        v(&[
+            "/opt/nsys/bin/nsys",
+            "profile",
+            "--output=/w/r.nsys-rep",
+            "--force-overwrite=true",
+            "--duration=30",
+            "--trace=cuda,nvtx",
+            "--sample=none",
+            "--",
+            "python3",
+            "train.py",
+            "--epochs",
+            "2"
+        ])
+    );
+    let (export, sqlite) = c.export(Path::new("/w/r.nsys-rep"));
+    assert_eq!(sqlite, Path::new("/w/r.sqlite"));
+    assert_eq!(
+        export,
+        v(&[
+            "/opt/nsys/bin/nsys",
+            "export",
+            "--type",
+            "sqlite",
+            "--force-overwrite",
+            "true",
+            "--output",
+            "/w/r.sqlite",
+            "/w/r.nsys-rep"
+        ])
+    );
+}
+
+#[test]
+fn tool_args_split_on_whitespace_and_keep_quoted_groups() {
+    assert_eq!(
+        split_tool_args(" -t cuda,nvtx  --env-var='A=1 2' \"\" "),
+        v(&["-t", "cuda,nvtx", "--env-var=A=1 2", ""])
+    );
+    assert!(split_tool_args("   ").is_empty());
+}
+
+#[test]
+fn the_state_machine_runs_start_stop_export_once_per_collection() {
+    let mut s = NsysState::new(commands(), "/w".into());
+    let c = commands();
+    assert_eq!(
+        s.on_start(&at(1)).unwrap(),
+        Action::Run(vec![c.start(Path::new("/w/s1-1.nsys-rep"))])
+    );
+    assert_eq!(
+        s.on_start(&at(1)).unwrap(),
+        Action::Repeat,
+        "a resent START"
+    );
+    assert!(s
+        .on_start(&at(2))
+        .unwrap_err()
+        .contains("already collecting s1/1"));
+    let (export, _) = c.export(Path::new("/w/s1-1.nsys-rep"));
+    assert_eq!(
+        s.on_stop(&at(1)).unwrap(),
+        Action::Run(vec![c.stop(), export])
+    );
+    s.finished(&at(1), vec!["k1".into()]);
+    assert_eq!(
+        s.on_stop(&at(1)).unwrap(),
+        Action::Answer(vec!["k1".into()]),
+        "a resent STOP answers with the same keys"
+    );
+    assert!(s.on_stop(&at(2)).unwrap_err().contains("nothing to stop"));
+    assert!(matches!(s.on_start(&at(2)).unwrap(), Action::Run(_)));
+    assert_eq!(
+        s.outputs(&at(2)),
+        ("/w/s1-2.nsys-rep".into(), "/w/s1-2.sqlite".into())
+    );
+}

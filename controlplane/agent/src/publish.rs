@@ -1,0 +1,143 @@
+//! From dumps to stored reports: one SQLite report per process per collection, named by the
+//! storage layout (`<tag>/<session>/<collection>/<process>_<tag>_<instance>_pid<pid>.sqlite`),
+//! spooled and uploaded through the storage crate's uploader (which retries and keeps what it
+//! could not store for the next drain).
+
+use std::path::PathBuf;
+
+use nsight_storage::{
+    layout::{ReportKey, ReportKind},
+    Store, Uploader,
+};
+
+use crate::{
+    nvtx::ProcessDump,
+    report::{self, ReportMeta},
+};
+
+/// Names and stores reports for one agent.
+#[derive(Debug)]
+pub struct Publisher {
+    pub uploader: Uploader<Store>,
+    /// Where reports are written before they are spooled.
+    pub work_dir: PathBuf,
+    pub tag: String,
+    /// The pod (or host) the agent runs in.
+    pub instance: String,
+}
+
+/// The storage key of one process's report.
+pub fn report_key(
+    tag: &str,
+    session: &str,
+    collection: &str,
+    process: &str,
+    instance: &str,
+    pid: u32,
+    kind: ReportKind,
+) -> ReportKey {
+    ReportKey::new(
+        tag,
+        session,
+        collection,
+        process,
+        instance,
+        &format!("pid{pid}"),
+        kind,
+    )
+}
+
+impl Publisher {
+    /// Writes one report per dump and uploads them; returns the stored keys. Fails only when
+    /// nothing could be stored although there was something to store.
+    pub async fn publish(
+        &self,
+        session: &str,
+        collection: &str,
+        dumps: &[ProcessDump],
+    ) -> Result<Vec<String>, String> {
+        std::fs::create_dir_all(&self.work_dir)
+            .map_err(|e| format!("creating {}: {e}", self.work_dir.display()))?;
+        let now_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+            .unwrap_or_default();
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_owned())
+            .unwrap_or_default();
+        let mut errors = Vec::new();
+        let mut spooled = 0;
+        for d in dumps {
+            let key = report_key(
+                &self.tag,
+                session,
+                collection,
+                &d.dump.process_name,
+                &self.instance,
+                d.dump.pid,
+                ReportKind::Sqlite,
+            );
+            let path = self.work_dir.join(key.file_name());
+            let meta = ReportMeta {
+                export_time_utc: report::utc_text(now_ns),
+                host: host.clone(),
+                output_file: key.file_name(),
+            };
+            if let Err(e) = report::write_file(&d.dump, &meta, &path) {
+                errors.push(chain(&e));
+                continue;
+            }
+            match self.uploader.spool(&path, &key.to_key()).await {
+                Ok(_) => spooled += 1,
+                Err(e) => errors.push(chain(&e)),
+            }
+        }
+        let report = self.uploader.drain().await.map_err(|e| chain(&e))?;
+        for failed in &report.failed {
+            errors.push(format!("{}: {}", failed.key, chain(&failed.error)));
+        }
+        let keys = report.keys();
+        if keys.is_empty() && (spooled > 0 || !errors.is_empty()) {
+            return Err(errors.join("; "));
+        }
+        for e in &errors {
+            tracing::warn!(error = %e, "a report was not stored");
+        }
+        Ok(keys)
+    }
+}
+
+/// An error with its causes, `a: b: c`.
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_follow_the_storage_layout() {
+        let key = report_key(
+            "default",
+            "0b5c",
+            "3",
+            "python3.11",
+            "my_pod",
+            42,
+            ReportKind::Sqlite,
+        );
+        assert_eq!(
+            key.to_key(),
+            "default/0b5c/3/python3.11_default_my-pod_pid42.sqlite"
+        );
+        assert_eq!(ReportKey::parse(&key.to_key()).unwrap(), key);
+    }
+}

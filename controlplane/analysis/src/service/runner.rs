@@ -1,0 +1,295 @@
+//! Runs one job: waits for a permit (the concurrency limit), fetches each `.sqlite` report of
+//! the session to a temp file, runs the recipe on it off the async runtime (`spawn_blocking`),
+//! then writes the CSVs, the notebook and the HTML page to storage and records the outcome.
+//!
+//! ```text
+//!  permit ─> start ─> list <tag>/<session>/[<collection>/] ─> per report: get ─> check export
+//!        ─> RecipeHost::run_cancellable ─> render ─> put <tag>/<session>/analysis/<job>/<file>
+//! ```
+//!
+//! One recipe run per report (no multi-report reduce): a session with three processes gives
+//! three sets of tables in one notebook. The first report that fails fails the job.
+
+use std::{path::Path, sync::Arc};
+
+use nsight_storage::{download::download_to_file, layout::ReportKey, ReportStore, StorageError};
+use uuid::Uuid;
+
+use super::{
+    catalog::Recipe,
+    error_chain,
+    inputs::{csv_file, listing_prefix, output_prefix, select_reports, HTML_FILE, NOTEBOOK_FILE},
+    job::{parse_args, Job, OutputFile},
+    jobs::{now_ms, Service},
+    render::{self, JobHeader, ReportResult},
+};
+use crate::{
+    table_to_csv, CancelHandle, Level, LogLine, QueryLimits, RecipeHostError, RecipeInfo, ReportDb,
+};
+
+/// Why a run did not succeed; the message becomes the job's `reason`.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("the run was cancelled")]
+    Cancelled,
+    #[error("recipe `{0}` is no longer installed in the recipes directory")]
+    RecipeGone(String),
+    #[error("{0}")]
+    Args(String),
+    #[error(
+        "session {scope} has no .sqlite report in {store}: agents upload one per process \
+         when a collection stops; check the session (and collection) id and that the \
+         collection has completed"
+    )]
+    NoReports { scope: String, store: String },
+    #[error("storage: {0}")]
+    Storage(String),
+    #[error(
+        "report {key} is not an Nsight Systems SQLite export (it has no StringIds table); \
+         export reports with `nsys export --type sqlite`"
+    )]
+    NotAnExport { key: String },
+    #[error("report {key}: {reason}")]
+    Recipe { key: String, reason: String },
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+fn storage(e: StorageError) -> RunError {
+    RunError::Storage(e.chain())
+}
+
+/// What a successful run produced.
+struct Produced {
+    reports: Vec<String>,
+    files: Vec<OutputFile>,
+    notes: Vec<String>,
+}
+
+/// The runner task of job `id`.
+pub async fn run(svc: Service, id: Uuid) {
+    let Ok(_permit) = Arc::clone(&svc.0.permits).acquire_owned().await else {
+        return;
+    };
+    // A job cancelled (or deleted) while queued does not start.
+    if svc.update(id, |r| r.job.start(now_ms())).is_err() {
+        return;
+    }
+    svc.log(id, "info", "running");
+    let cancel = svc.0.host.cancel_handle();
+    svc.running(id, cancel.clone());
+    // A cancel that came between `start` and registering the handle.
+    if svc.get(id).is_ok_and(|j| j.cancel_requested) {
+        cancel.cancel();
+    }
+    let work = svc.0.work_dir.join(id.to_string());
+    let result = match svc.get(id) {
+        Ok(job) => execute(&svc, &job, &work, &cancel).await,
+        Err(e) => Err(RunError::Internal(e.to_string())),
+    };
+    svc.finished(id);
+    if let Err(e) = tokio::fs::remove_dir_all(&work).await {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            tracing::warn!(job = %id, error = %e, "cannot remove the job's work directory");
+        }
+    }
+    let now = now_ms();
+    let outcome = svc.update(id, |r| match result {
+        Ok(p) => {
+            r.log(now, "info", format!("succeeded: {} files", p.files.len()));
+            r.job.succeed(p.reports, p.files, p.notes, now)
+        }
+        Err(RunError::Cancelled) => {
+            r.log(now, "info", "cancelled");
+            r.job.cancelled(now)
+        }
+        Err(e) => {
+            let reason = e.to_string();
+            r.log(now, "error", format!("failed: {reason}"));
+            r.job.fail(reason, now)
+        }
+    });
+    if let Err(e) = outcome {
+        tracing::error!(job = %id, error = %e, "cannot record the job's outcome");
+    }
+}
+
+fn check(cancel: &CancelHandle) -> Result<(), RunError> {
+    if cancel.is_cancelled() {
+        Err(RunError::Cancelled)
+    } else {
+        Ok(())
+    }
+}
+
+async fn execute(
+    svc: &Service,
+    job: &Job,
+    work: &Path,
+    cancel: &CancelHandle,
+) -> Result<Produced, RunError> {
+    let recipe = svc
+        .0
+        .catalog
+        .get(&job.recipe)
+        .ok_or_else(|| RunError::RecipeGone(job.recipe.clone()))?;
+    let pairs = parse_args(&job.args, &recipe.info).map_err(|e| RunError::Args(e.to_string()))?;
+    let store = &svc.0.store;
+    let prefix = listing_prefix(&job.tag, &job.session, job.collection.as_deref());
+    let listing = store.list(&prefix).await.map_err(storage)?;
+    let reports = select_reports(&listing, &job.tag, &job.session, job.collection.as_deref());
+    if reports.is_empty() {
+        let scope = match &job.collection {
+            Some(c) => format!("{}/{} collection {c}", job.tag, job.session),
+            None => format!("{}/{}", job.tag, job.session),
+        };
+        return Err(RunError::NoReports {
+            scope,
+            store: store.describe(),
+        });
+    }
+    svc.log(
+        job.id,
+        "info",
+        format!("{} report(s) to analyse", reports.len()),
+    );
+    let mut results = Vec::new();
+    for (i, report) in reports.iter().enumerate() {
+        check(cancel)?;
+        let key = report.to_key();
+        let local = work.join(format!("{i}.sqlite"));
+        svc.log(job.id, "info", format!("fetching {key}"));
+        download_to_file(store, &key, &local)
+            .await
+            .map_err(storage)?;
+        check(cancel)?;
+        svc.log(
+            job.id,
+            "info",
+            format!("running {} on {key}", recipe.info.name),
+        );
+        let (result, log) = run_one(svc, recipe, &local, &pairs, cancel, report).await?;
+        for line in log {
+            let level = match line.level {
+                Level::Debug => "debug",
+                Level::Info => "info",
+                Level::Warn => "warn",
+                Level::Error => "error",
+            };
+            svc.log(job.id, level, format!("{key}: {}", line.message));
+        }
+        let _ = tokio::fs::remove_file(&local).await;
+        results.push(result);
+    }
+    check(cancel)?;
+    upload(svc, job, &recipe.info, &results, cancel).await
+}
+
+/// Checks that the file is an nsys export and runs the recipe on it, on a blocking thread.
+async fn run_one(
+    svc: &Service,
+    recipe: &Recipe,
+    local: &Path,
+    pairs: &[(String, String)],
+    cancel: &CancelHandle,
+    report: &ReportKey,
+) -> Result<(ReportResult, Vec<LogLine>), RunError> {
+    let key = report.to_key();
+    let inner = Arc::clone(&svc.0);
+    let component = Arc::clone(&recipe.component);
+    let (local, pairs, cancel, k) = (
+        local.to_path_buf(),
+        pairs.to_vec(),
+        cancel.clone(),
+        key.clone(),
+    );
+    let output = tokio::task::spawn_blocking(move || {
+        let recipe_err = |e: &dyn std::error::Error| RunError::Recipe {
+            key: k.clone(),
+            reason: error_chain(e),
+        };
+        let db = ReportDb::open(&local, QueryLimits::default()).map_err(|e| {
+            recipe_err(&RecipeHostError::OpenReport {
+                path: k.clone(),
+                source: e,
+            })
+        })?;
+        let tables = db.tables().map_err(|e| recipe_err(&e))?;
+        drop(db);
+        if !tables.iter().any(|t| t == "StringIds") {
+            return Err(RunError::NotAnExport { key: k.clone() });
+        }
+        inner
+            .host
+            .run_cancellable(&component, &local, &pairs, &cancel)
+            .map_err(|e| match e {
+                RecipeHostError::Cancelled => RunError::Cancelled,
+                e => recipe_err(&e),
+            })
+    })
+    .await
+    .map_err(|e| RunError::Internal(format!("the recipe thread failed: {e}")))??;
+    let tables = output
+        .tables
+        .into_iter()
+        .map(|t| (csv_file(report, &t.name), t))
+        .collect();
+    Ok((
+        ReportResult {
+            key,
+            tables,
+            notes: output.notes,
+        },
+        output.log,
+    ))
+}
+
+/// Renders the CSVs, the notebook and the HTML page and stores them under the job's prefix.
+async fn upload(
+    svc: &Service,
+    job: &Job,
+    info: &RecipeInfo,
+    results: &[ReportResult],
+    cancel: &CancelHandle,
+) -> Result<Produced, RunError> {
+    let header = JobHeader {
+        id: job.id,
+        recipe: info,
+        args: &job.args,
+        tag: &job.tag,
+        session: &job.session,
+        collection: job.collection.as_deref(),
+    };
+    let mut outputs: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut notes = Vec::new();
+    for r in results {
+        for (file, table) in &r.tables {
+            outputs.push((file.clone(), table_to_csv(table).into_bytes()));
+        }
+        notes.extend(r.notes.iter().map(|n| format!("{}: {n}", r.key)));
+    }
+    let notebook = serde_json::to_vec_pretty(&render::notebook(&header, results))
+        .map_err(|e| RunError::Internal(format!("cannot encode the notebook: {e}")))?;
+    outputs.push((NOTEBOOK_FILE.into(), notebook));
+    outputs.push((
+        HTML_FILE.into(),
+        render::html(&header, results).into_bytes(),
+    ));
+    let prefix = output_prefix(&job.tag, &job.session, job.id);
+    let mut files = Vec::new();
+    for (name, bytes) in outputs {
+        check(cancel)?;
+        let key = format!("{prefix}{name}");
+        svc.0.store.put_bytes(&key, &bytes).await.map_err(storage)?;
+        files.push(OutputFile {
+            name,
+            size: bytes.len() as u64,
+            key,
+        });
+    }
+    Ok(Produced {
+        reports: results.iter().map(|r| r.key.clone()).collect(),
+        files,
+        notes,
+    })
+}

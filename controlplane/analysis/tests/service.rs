@@ -1,0 +1,448 @@
+//! The real `nsight-analysis` binary over a local directory store seeded with real nsys
+//! exports (copied from shared/testdata into the store's key layout): jobs over REST, outputs
+//! equal to what the recipe gives directly, the notebook valid for the `nbformat` package, bad
+//! input refused with problem+json or failing the job clearly, cancel of a runaway job within
+//! a second, and job records surviving `kill -9`.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "tests fail loudly on unexpected errors"
+)]
+
+mod common;
+
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    process::Command,
+    time::{Duration, Instant},
+};
+
+use nsight_analysis::table_to_csv;
+use nsight_e2e::{
+    free_port, http, process::Running, required_path, wait_for, wasm_artifact, TempDir,
+};
+use serde_json::{json, Value};
+
+const WAIT: Duration = Duration::from_secs(60);
+/// Never ends on its own (SQLite counts forever); only the 60 s call limit or a cancel stops it.
+const RUNAWAY: &str = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) \
+                       SELECT max(x) FROM c";
+
+struct Service {
+    http: SocketAddr,
+    process: Running,
+}
+
+impl Service {
+    fn start(root: &Path, state: Option<&Path>, extra: &[&str]) -> Self {
+        Self::start_on(free_port(), root, state, extra)
+    }
+
+    fn start_on(port: u16, root: &Path, state: Option<&Path>, extra: &[&str]) -> Self {
+        let http: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_nsight-analysis"));
+        cmd.arg("--http")
+            .arg(http.to_string())
+            .arg("--recipes-dir")
+            .arg(wasm_artifact("recipes"))
+            .arg("--storage-dir")
+            .arg(root.join("store"))
+            .args(extra);
+        if let Some(state) = state {
+            cmd.arg("--state-dir").arg(state);
+        }
+        let log = root.join(format!("analysis-{port}-{}.log", std::process::id()));
+        let mut process = Running::spawn("nsight-analysis", cmd, &log);
+        let up = wait_for(WAIT, || {
+            http::get(http, "/healthz", &[])
+                .ok()
+                .filter(|r| r.status == 200)
+        });
+        assert!(
+            up.is_some() && process.is_running(),
+            "nsight-analysis did not come up: {}",
+            process.log()
+        );
+        Self { http, process }
+    }
+
+    fn get(&self, path: &str) -> (u16, Value) {
+        let r = http::get(self.http, path, &[]).unwrap();
+        (
+            r.status,
+            serde_json::from_str(&r.body).unwrap_or(Value::Null),
+        )
+    }
+
+    fn raw(&self, path: &str) -> http::Response {
+        http::get(self.http, path, &[]).unwrap()
+    }
+
+    fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        let r = http::post_json(self.http, path, &body.to_string()).unwrap();
+        (
+            r.status,
+            serde_json::from_str(&r.body).unwrap_or(Value::Null),
+        )
+    }
+
+    fn create(&self, body: Value) -> String {
+        let (status, job) = self.post("/analysis/v1/jobs", &body);
+        assert_eq!(status, 202, "{job}");
+        assert_eq!(job["status"], "queued");
+        job["id"].as_str().unwrap().to_owned()
+    }
+
+    fn wait_status(&self, id: &str, status: &str) -> Value {
+        wait_for(WAIT, || {
+            let (_, job) = self.get(&format!("/v1/jobs/{id}"));
+            (job["status"] == status).then_some(job)
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "job {id} never {status}: {}\n{}",
+                self.get(&format!("/v1/jobs/{id}")).1,
+                self.process.log()
+            )
+        })
+    }
+
+    fn wait_finished(&self, id: &str) -> Value {
+        wait_for(WAIT, || {
+            let (_, job) = self.get(&format!("/v1/jobs/{id}"));
+            ["succeeded", "failed", "cancelled"]
+                .contains(&job["status"].as_str().unwrap_or(""))
+                .then_some(job)
+        })
+        .unwrap()
+    }
+}
+
+/// Puts `source` into the store as `<tag>/<session>/<collection>/<file>`.
+fn seed(root: &Path, key: &str, source: &Path) -> PathBuf {
+    let dest = root.join("store").join(key);
+    std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+    std::fs::copy(source, &dest).unwrap();
+    dest
+}
+
+fn testdata(rel: &str) -> PathBuf {
+    common::testdata_dir().join(rel)
+}
+
+fn problem(status: u16, body: &http::Response, want: &str) {
+    assert_eq!(body.status, status, "{}", body.body);
+    assert_eq!(
+        body.header("content-type"),
+        Some("application/problem+json")
+    );
+    let v: Value = serde_json::from_str(&body.body).unwrap();
+    assert_eq!(v["status"], status);
+    let detail = v["detail"].as_str().unwrap();
+    assert!(detail.contains(want), "{detail}");
+}
+
+/// Validates a notebook with the `nbformat` package in the project's Python venv.
+fn nbformat_validate(dir: &Path, notebook: &str) {
+    let python = required_path("NSIGHT_CACHE_DIR", "cargo xtask setup").join("venv/bin/python");
+    let path = dir.join("check.ipynb");
+    std::fs::write(&path, notebook).unwrap();
+    let out = Command::new(&python)
+        .args([
+            "-c",
+            "import sys, nbformat; nb = nbformat.read(sys.argv[1], as_version=4); \
+             nbformat.validate(nb); print(len(nb.cells))",
+        ])
+        .arg(&path)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", python.display()));
+    assert!(
+        out.status.success(),
+        "nbformat refused the notebook (or is missing: `{} -m pip install nbformat==5.10.4`): {}",
+        python.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_job_writes_the_recipes_csv_a_notebook_and_a_page() {
+    let dir = TempDir::new("analysis-svc-ok");
+    let report = testdata("extrap/con_kernel.sqlite");
+    seed(dir.path(), "default/s1/1/app_default_0_a.sqlite", &report);
+    seed(
+        dir.path(),
+        "default/s1/2/app_default_0_b.sqlite",
+        &testdata("extrap/concurrent/profile1.sqlite"),
+    );
+    let svc = Service::start(dir.path(), None, &[]);
+
+    let (status, recipes) = svc.get("/analysis/v1/recipes");
+    assert_eq!(status, 200);
+    let names: Vec<&str> = recipes["recipes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["cuda_api_sum", "cuda_gpu_kern_sum", "nvtx_sum", "sql"]
+    );
+    let (status, recipe) = svc.get("/v1/recipes/cuda_gpu_kern_sum");
+    assert_eq!(status, 200);
+    assert_eq!(recipe["arguments"][0]["name"], "timeunit");
+    assert_eq!(recipe["arguments"][0]["default"], "nsec");
+
+    let id = svc.create(json!({
+        "recipe": "cuda_gpu_kern_sum", "args": ["--timeunit", "usec"],
+        "session": "s1", "collection": "1"
+    }));
+    let job = svc.wait_status(&id, "succeeded");
+    assert_eq!(
+        job["reports"],
+        json!(["default/s1/1/app_default_0_a.sqlite"])
+    );
+    let files: Vec<&str> = job["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    let csv_name = "1_app_default_0_a_cuda-gpu-kern-sum.csv";
+    assert_eq!(files, [csv_name, "notebook.ipynb", "notebook.html"]);
+
+    // The CSV is exactly what the recipe gives when run directly.
+    let component = common::recipe("cuda_gpu_kern_sum");
+    let direct = common::host()
+        .run(&component, &report, &[("timeunit".into(), "usec".into())])
+        .unwrap();
+    let want = table_to_csv(&direct.tables[0]);
+    assert!(direct.tables[0].rows.len() > 1);
+    let csv = svc.raw(&format!("/v1/jobs/{id}/files/{csv_name}"));
+    assert_eq!(csv.status, 200);
+    assert_eq!(csv.header("content-type"), Some("text/csv; charset=utf-8"));
+    assert_eq!(csv.body, want);
+    let stored = dir
+        .path()
+        .join(format!("store/default/s1/analysis/{id}/{csv_name}"));
+    assert_eq!(std::fs::read_to_string(stored).unwrap(), want);
+    let (_, listed) = svc.get(&format!("/analysis/v1/jobs/{id}/files"));
+    assert_eq!(listed["files"][0]["size"], want.len());
+
+    let notebook = svc.raw(&format!("/v1/jobs/{id}/files/notebook.ipynb"));
+    assert_eq!(notebook.status, 200);
+    let nb: Value = serde_json::from_str(&notebook.body).unwrap();
+    assert_eq!(nb["nbformat"], 4);
+    assert!(nb["cells"][3]["source"]
+        .as_str()
+        .unwrap()
+        .contains(csv_name));
+    nbformat_validate(dir.path(), &notebook.body);
+
+    let page = svc.raw(&format!("/analysis/v1/jobs/{id}/notebook.html"));
+    assert_eq!(page.status, 200);
+    assert!(page
+        .header("content-security-policy")
+        .unwrap()
+        .contains("default-src 'none'"));
+    assert!(
+        page.body.contains("CUDA GPU Kernel Summary"),
+        "{}",
+        page.body
+    );
+
+    let (_, logs) = svc.get(&format!("/v1/jobs/{id}/logs"));
+    let lines = logs["lines"].as_array().unwrap();
+    assert!(lines
+        .iter()
+        .any(|l| l["message"].as_str().unwrap().starts_with("succeeded")));
+
+    // Without a collection every report of the session is analysed.
+    let all = svc.create(json!({ "recipe": "nvtx_sum", "session": "s1" }));
+    let job = svc.wait_status(&all, "succeeded");
+    assert_eq!(job["reports"].as_array().unwrap().len(), 2);
+    let (_, succeeded) = svc.get("/v1/jobs?status=succeeded");
+    assert_eq!(succeeded["jobs"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn bad_input_is_refused_or_fails_the_job_clearly() {
+    let dir = TempDir::new("analysis-svc-bad");
+    let plain = dir.path().join("plain.sqlite");
+    rusqlite::Connection::open(&plain)
+        .unwrap()
+        .execute_batch("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1);")
+        .unwrap();
+    seed(dir.path(), "default/plain/1/app_default_0_a.sqlite", &plain);
+    let junk = dir.path().join("junk.sqlite");
+    std::fs::write(&junk, b"this is not a database at all, just text").unwrap();
+    seed(dir.path(), "default/junk/1/app_default_0_a.sqlite", &junk);
+    seed(
+        dir.path(),
+        "default/ok/1/app_default_0_a.sqlite",
+        &testdata("extrap/con_kernel.sqlite"),
+    );
+    let svc = Service::start(dir.path(), None, &[]);
+
+    let post = |body: Value| http::post_json(svc.http, "/v1/jobs", &body.to_string()).unwrap();
+    problem(
+        404,
+        &post(json!({ "recipe": "nope", "session": "ok" })),
+        "no recipe `nope`; the recipes are: cuda_api_sum",
+    );
+    problem(
+        400,
+        &post(json!({ "recipe": "nvtx_sum", "session": "ok", "args": ["--bogus", "1"] })),
+        "unknown argument `--bogus`; recipe nvtx_sum accepts: --timeunit",
+    );
+    problem(
+        400,
+        &post(json!({ "recipe": "nvtx_sum", "session": "../../etc" })),
+        "`session` `../../etc` is not a storage key component",
+    );
+    problem(
+        400,
+        &post(json!({ "recipe": "nvtx_sum", "session": "ok", "extra": 1 })),
+        "invalid JSON body",
+    );
+    problem(
+        400,
+        &svc.raw("/v1/jobs?status=done"),
+        "status `done` is not one of",
+    );
+    problem(400, &svc.raw("/v1/jobs/not-a-uuid"), "is not a job id");
+    problem(
+        404,
+        &svc.raw("/v1/jobs/00000000-0000-0000-0000-000000000000"),
+        "no job",
+    );
+    problem(404, &svc.raw("/v1/recipes/nope"), "no recipe `nope`");
+    problem(404, &svc.raw("/v1/nothing-here"), "no such endpoint");
+
+    let cases = [
+        ("missing", "has no .sqlite report in local store"),
+        ("plain", "is not an Nsight Systems SQLite export"),
+        ("junk", "the file is not a SQLite database"),
+    ];
+    for (session, want) in cases {
+        let id = svc.create(json!({ "recipe": "cuda_gpu_kern_sum", "session": session }));
+        let job = svc.wait_finished(&id);
+        assert_eq!(job["status"], "failed", "{session}: {job}");
+        let reason = job["reason"].as_str().unwrap();
+        assert!(reason.contains(want), "{session}: {reason}");
+        assert!(job["files"].as_array().unwrap().is_empty());
+        problem(
+            404,
+            &svc.raw(&format!("/v1/jobs/{id}/files/notebook.ipynb")),
+            "has no file `notebook.ipynb`",
+        );
+    }
+
+    // A finished job can be deleted, outputs included; a second delete is a 404.
+    let id = svc.create(json!({ "recipe": "cuda_gpu_kern_sum", "session": "ok" }));
+    svc.wait_status(&id, "succeeded");
+    let outputs = dir.path().join(format!("store/default/ok/analysis/{id}"));
+    assert!(outputs.join("notebook.ipynb").exists());
+    let r = http::request(svc.http, "DELETE", &format!("/v1/jobs/{id}"), &[], None).unwrap();
+    assert_eq!(r.status, 204, "{}", r.body);
+    assert!(!outputs.exists());
+    assert!(dir
+        .path()
+        .join("store/default/ok/1/app_default_0_a.sqlite")
+        .exists());
+    let r = http::request(svc.http, "DELETE", &format!("/v1/jobs/{id}"), &[], None).unwrap();
+    problem(404, &r, "no job");
+    let (_, cancelled) = svc.post(&format!("/v1/jobs/{id}/cancel"), &json!({}));
+    assert_eq!(cancelled["status"], 404);
+}
+
+#[test]
+fn cancel_stops_a_runaway_job_within_a_second() {
+    let dir = TempDir::new("analysis-svc-cancel");
+    seed(
+        dir.path(),
+        "default/s/1/app_default_0_a.sqlite",
+        &testdata("extrap/con_kernel.sqlite"),
+    );
+    let svc = Service::start(dir.path(), None, &["--max-concurrent-jobs", "1"]);
+    let runaway =
+        svc.create(json!({ "recipe": "sql", "session": "s", "args": ["--query", RUNAWAY] }));
+    // Queued behind the runaway one (one slot).
+    let next = svc.create(json!({ "recipe": "cuda_gpu_kern_sum", "session": "s" }));
+    svc.wait_status(&runaway, "running");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(svc.get(&format!("/v1/jobs/{next}")).1["status"], "queued");
+    // A running job cannot be deleted.
+    let r = http::request(
+        svc.http,
+        "DELETE",
+        &format!("/v1/jobs/{runaway}"),
+        &[],
+        None,
+    )
+    .unwrap();
+    problem(409, &r, "cancel it first");
+
+    let t = Instant::now();
+    let (status, job) = svc.post(&format!("/v1/jobs/{runaway}/cancel"), &json!({}));
+    let took = t.elapsed();
+    assert_eq!(status, 200, "{job}");
+    assert_eq!(job["status"], "cancelled", "{job}");
+    assert!(took < Duration::from_secs(1), "cancel took {took:?}");
+    assert_eq!(job["reason"], "cancelled by request");
+
+    // The slot is free again and the service still serves.
+    let job = svc.wait_status(&next, "succeeded");
+    assert_eq!(job["files"].as_array().unwrap().len(), 3);
+    // Cancelling again is not an error; cancelling a finished job is a conflict.
+    let (status, _) = svc.post(&format!("/v1/jobs/{runaway}/cancel"), &json!({}));
+    assert_eq!(status, 200);
+    let r = http::post_json(svc.http, &format!("/v1/jobs/{next}/cancel"), "{}").unwrap();
+    problem(409, &r, "is succeeded");
+}
+
+#[test]
+fn jobs_survive_kill_9_and_a_running_one_fails_with_the_reason() {
+    let dir = TempDir::new("analysis-svc-restart");
+    seed(
+        dir.path(),
+        "default/s/1/app_default_0_a.sqlite",
+        &testdata("extrap/con_kernel.sqlite"),
+    );
+    let state = dir.path().join("state");
+    let port = free_port();
+    let mut svc = Service::start_on(
+        port,
+        dir.path(),
+        Some(&state),
+        &["--max-concurrent-jobs", "1"],
+    );
+    let done = svc.create(json!({ "recipe": "cuda_gpu_kern_sum", "session": "s" }));
+    svc.wait_status(&done, "succeeded");
+    let runaway =
+        svc.create(json!({ "recipe": "sql", "session": "s", "args": ["--query", RUNAWAY] }));
+    svc.wait_status(&runaway, "running");
+    let queued = svc.create(json!({ "recipe": "nvtx_sum", "session": "s" }));
+    svc.process.kill();
+
+    let svc = Service::start_on(
+        port,
+        dir.path(),
+        Some(&state),
+        &["--max-concurrent-jobs", "1"],
+    );
+    let job = svc.get(&format!("/v1/jobs/{done}")).1;
+    assert_eq!(job["status"], "succeeded");
+    let csv = job["files"][0]["name"].as_str().unwrap().to_owned();
+    assert_eq!(svc.raw(&format!("/v1/jobs/{done}/files/{csv}")).status, 200);
+    let job = svc.get(&format!("/v1/jobs/{runaway}")).1;
+    assert_eq!(job["status"], "failed", "{job}");
+    assert_eq!(job["reason"], "service restarted");
+    // The queued job runs after the restart.
+    svc.wait_status(&queued, "succeeded");
+    let (_, all) = svc.get("/v1/jobs");
+    assert_eq!(all["jobs"].as_array().unwrap().len(), 3);
+}

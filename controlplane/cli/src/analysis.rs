@@ -1,0 +1,455 @@
+//! `analysis`: the analysis service through the gateway (`/analysis/v1`): recipes, jobs, their
+//! logs and output files. Command-line definitions, the calls, and the printing of answers;
+//! what is printed for tables is decided by the pure functions at the bottom.
+
+use std::{
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use clap::{Args, Subcommand};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use crate::{
+    api::{ApiError, Client},
+    download::safe_join,
+    render::{human_size, Rendered},
+};
+
+#[derive(Debug, Subcommand)]
+pub enum AnalysisCommand {
+    /// List the recipes the service can run.
+    List,
+    /// Describe a recipe and its arguments.
+    Info { name: String },
+    /// Create a job running a recipe over a session's reports.
+    Run(RunArgs),
+    /// Print the address of the Cloud UI's analysis view.
+    Ui,
+    /// Jobs and what they produced.
+    #[command(subcommand)]
+    Reports(ReportsCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The recipe, e.g. nvtx_sum.
+    pub name: String,
+    /// The recipe's own arguments, e.g. --timeunit usec (put them after `--`).
+    #[arg(allow_hyphen_values = true, trailing_var_arg = true)]
+    pub args: Vec<String>,
+    /// The session whose reports to analyse [default: the active one, else the latest].
+    #[arg(long, value_name = "UUID")]
+    pub session: Option<Uuid>,
+    /// Only this collection's reports.
+    #[arg(long, value_name = "ID")]
+    pub collection: Option<String>,
+    /// Wait for the job to finish and print its tables' files.
+    #[arg(long)]
+    pub wait: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ReportsCommand {
+    /// List jobs, newest first.
+    List {
+        /// Only jobs in this state: queued, running, succeeded, failed, cancelled.
+        #[arg(long)]
+        status: Option<String>,
+    },
+    /// A job's details.
+    Info { id: Uuid },
+    /// A job's log lines.
+    Logs { id: Uuid },
+    /// Download a job's output files into DIR/<job id>/.
+    Download {
+        id: Uuid,
+        #[arg(short = 'o', long = "output-dir", default_value = ".")]
+        output_dir: PathBuf,
+    },
+    /// Print the address of a job's notebook rendered as HTML.
+    Open { id: Uuid },
+    /// Cancel a queued or running job.
+    Cancel { id: Uuid },
+    /// Delete a finished job and its files.
+    Delete { id: Uuid },
+}
+
+/// A job as the service answers it (unknown fields ignored).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Job {
+    pub id: Uuid,
+    pub recipe: String,
+    #[serde(default)]
+    pub args: Vec<String>,
+    pub session: String,
+    pub status: String,
+    #[serde(default)]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub files: Vec<JobFile>,
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct JobFile {
+    pub name: String,
+    pub size: u64,
+}
+
+#[derive(Debug, Deserialize)]
+struct Jobs {
+    jobs: Vec<Job>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Files {
+    files: Vec<JobFile>,
+}
+
+/// What a command produced: the JSON answer (for `--output json`) and the table.
+#[derive(Debug)]
+pub struct Outcome {
+    pub json: Value,
+    pub table: Rendered,
+    /// The job did not succeed (exit code 1).
+    pub failed: bool,
+}
+
+fn parse<T: for<'de> Deserialize<'de>>(value: &Value, url: &str) -> Result<T, ApiError> {
+    serde_json::from_value(value.clone()).map_err(|source| ApiError::Decode {
+        url: url.to_owned(),
+        source,
+    })
+}
+
+fn body(reply: &crate::api::Reply) -> Result<Value, ApiError> {
+    reply.parse::<Value>()
+}
+
+const TERMINAL: [&str; 3] = ["succeeded", "failed", "cancelled"];
+
+/// Runs one `analysis` command. `session` resolves the default session when `run` needs it.
+pub fn run(
+    client: &Client,
+    tag: &str,
+    command: &AnalysisCommand,
+    session: impl FnOnce(Option<Uuid>) -> Result<Uuid, crate::Failure>,
+) -> Result<Outcome, crate::Failure> {
+    match command {
+        AnalysisCommand::List => {
+            let value = body(&client.analysis_get("/recipes", &[])?)?;
+            Ok(Outcome {
+                table: recipes_table(&value),
+                json: value,
+                failed: false,
+            })
+        }
+        AnalysisCommand::Info { name } => {
+            let value = body(&client.analysis_get(&format!("/recipes/{name}"), &[])?)?;
+            Ok(Outcome {
+                table: recipe_info(&value),
+                json: value,
+                failed: false,
+            })
+        }
+        AnalysisCommand::Run(args) => {
+            let session = session(args.session)?;
+            let request = json!({
+                "recipe": args.name,
+                "args": args.args,
+                "session": session.to_string(),
+                "collection": args.collection,
+                "tag": tag,
+            });
+            let url = client.analysis_url("/jobs");
+            let mut value = body(&client.analysis_post("/jobs", &request)?)?;
+            if args.wait {
+                let job: Job = parse(&value, &url)?;
+                value = wait_for(client, job.id)?;
+            }
+            let job: Job = parse(&value, &url)?;
+            Ok(Outcome {
+                table: job_table(&job, client),
+                failed: args.wait && job.status != "succeeded",
+                json: value,
+            })
+        }
+        AnalysisCommand::Ui => {
+            let url = client
+                .analysis_url("/")
+                .replace("/analysis/v1/", "/#/analysis");
+            let table = text(format!("{url}\n"));
+            Ok(Outcome {
+                json: json!({ "url": url }),
+                table,
+                failed: false,
+            })
+        }
+        AnalysisCommand::Reports(command) => reports(client, command),
+    }
+}
+
+fn wait_for(client: &Client, id: Uuid) -> Result<Value, crate::Failure> {
+    let started = Instant::now();
+    let mut delay = Duration::from_millis(100);
+    loop {
+        let value = body(&client.analysis_get(&format!("/jobs/{id}"), &[])?)?;
+        let status = value.get("status").and_then(Value::as_str).unwrap_or("");
+        if TERMINAL.contains(&status) {
+            return Ok(value);
+        }
+        if started.elapsed() > Duration::from_secs(3600) {
+            return Ok(value);
+        }
+        std::thread::sleep(delay);
+        delay = (delay * 2).min(Duration::from_secs(2));
+    }
+}
+
+fn reports(client: &Client, command: &ReportsCommand) -> Result<Outcome, crate::Failure> {
+    let ok = |json: Value, table: Rendered| Outcome {
+        json,
+        table,
+        failed: false,
+    };
+    match command {
+        ReportsCommand::List { status } => {
+            let query: Vec<(&str, &str)> = status.iter().map(|s| ("status", s.as_str())).collect();
+            let value = body(&client.analysis_get("/jobs", &query)?)?;
+            let jobs: Jobs = parse(&value, &client.analysis_url("/jobs"))?;
+            Ok(ok(value, jobs_table(&jobs.jobs)))
+        }
+        ReportsCommand::Info { id } => {
+            let value = body(&client.analysis_get(&format!("/jobs/{id}"), &[])?)?;
+            let job: Job = parse(&value, &client.analysis_url("/jobs"))?;
+            Ok(ok(value, job_table(&job, client)))
+        }
+        ReportsCommand::Logs { id } => {
+            let value = body(&client.analysis_get(&format!("/jobs/{id}/logs"), &[])?)?;
+            let mut table = Rendered::default();
+            for line in value
+                .get("lines")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                table
+                    .out
+                    .push_str(&clean(line.as_str().unwrap_or_default()));
+                table.out.push('\n');
+            }
+            Ok(ok(value, table))
+        }
+        ReportsCommand::Download { id, output_dir } => {
+            let value = body(&client.analysis_get(&format!("/jobs/{id}/files"), &[])?)?;
+            let files: Files = parse(&value, &client.analysis_url("/files"))?;
+            let dir = output_dir.join(id.to_string());
+            let mut table = Rendered::default();
+            let mut written = Vec::new();
+            for file in &files.files {
+                let path = save_file(client, *id, &dir, &file.name)?;
+                table.out.push_str(&format!(
+                    "downloaded {} ({})\n",
+                    path.display(),
+                    human_size(file.size)
+                ));
+                written.push(json!({ "path": path, "size": file.size }));
+            }
+            Ok(ok(json!({ "job": id, "files": written }), table))
+        }
+        ReportsCommand::Open { id } => {
+            let url = client.analysis_url(&format!("/jobs/{id}/notebook.html"));
+            let table = text(format!("{url}\n"));
+            Ok(ok(json!({ "url": url }), table))
+        }
+        ReportsCommand::Cancel { id } => {
+            let value = body(&client.analysis_post(&format!("/jobs/{id}/cancel"), &json!({}))?)?;
+            let table = text(format!("cancel requested for job {id}\n"));
+            Ok(ok(value, table))
+        }
+        ReportsCommand::Delete { id } => {
+            let reply = client.analysis_delete(&format!("/jobs/{id}"))?;
+            let value = if reply.body.trim().is_empty() {
+                json!({ "deleted": id })
+            } else {
+                body(&reply)?
+            };
+            let table = text(format!("deleted job {id}\n"));
+            Ok(ok(value, table))
+        }
+    }
+}
+
+fn save_file(client: &Client, id: Uuid, dir: &Path, name: &str) -> Result<PathBuf, crate::Failure> {
+    let path = safe_join(dir, name).map_err(|e| crate::Failure::Downloads(vec![e]))?;
+    let io = |e: std::io::Error| {
+        crate::Failure::Downloads(vec![crate::download::DownloadError::Io {
+            path: path.display().to_string(),
+            source: e,
+        }])
+    };
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let url = client.analysis_url(&format!("/jobs/{id}/files/{name}"));
+    let mut response = client.get_stream(&url)?;
+    let part = path.with_extension("part");
+    let mut file = std::fs::File::create(&part).map_err(io)?;
+    std::io::copy(&mut response, &mut file).map_err(io)?;
+    std::fs::rename(&part, &path).map_err(io)?;
+    Ok(path)
+}
+
+// ---- pure rendering ----
+
+/// A table that is one block of text.
+fn text(out: String) -> Rendered {
+    Rendered {
+        out,
+        ..Rendered::default()
+    }
+}
+
+fn clean(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() && c != '\t' { '?' } else { c })
+        .collect()
+}
+
+fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
+    v.get(key).and_then(Value::as_str).unwrap_or("")
+}
+
+/// `analysis list`.
+pub fn recipes_table(value: &Value) -> Rendered {
+    let mut r = Rendered::default();
+    let recipes = value.get("recipes").and_then(Value::as_array);
+    let rows: Vec<(String, String)> = recipes
+        .into_iter()
+        .flatten()
+        .map(|x| {
+            let description = str_of(x, "description");
+            (
+                clean(str_of(x, "name")),
+                clean(description.lines().next().unwrap_or("")),
+            )
+        })
+        .collect();
+    let width = rows.iter().map(|r| r.0.len()).max().unwrap_or(4).max(4);
+    r.out
+        .push_str(&format!("{:<width$}  DESCRIPTION\n", "NAME"));
+    for (name, first_line) in rows {
+        r.out.push_str(&format!("{name:<width$}  {first_line}\n"));
+    }
+    r
+}
+
+/// `analysis info`.
+pub fn recipe_info(value: &Value) -> Rendered {
+    let mut r = Rendered::default();
+    r.out.push_str(&format!(
+        "{} ({})\n{}\n",
+        clean(str_of(value, "name")),
+        clean(str_of(value, "displayName")),
+        clean(str_of(value, "description"))
+    ));
+    let args = value.get("arguments").and_then(Value::as_array);
+    for a in args.into_iter().flatten() {
+        let default = match a.get("default") {
+            Some(Value::String(s)) => format!(" [default: {}]", clean(s)),
+            _ => String::new(),
+        };
+        r.out.push_str(&format!(
+            "  --{}  {}{default}\n",
+            clean(str_of(a, "name")),
+            clean(str_of(a, "description"))
+        ));
+    }
+    r
+}
+
+/// One job, with where its notebook and files are.
+pub fn job_table(job: &Job, client: &Client) -> Rendered {
+    let mut r = Rendered::default();
+    let recipe = if job.args.is_empty() {
+        clean(&job.recipe)
+    } else {
+        clean(&format!("{} {}", job.recipe, job.args.join(" ")))
+    };
+    r.out.push_str(&format!(
+        "Job {} ({recipe}) on session {}: {}\n",
+        job.id,
+        clean(&job.session),
+        job.status
+    ));
+    if let Some(reason) = &job.reason {
+        r.out.push_str(&format!("  reason: {}\n", clean(reason)));
+    }
+    for note in &job.notes {
+        r.warnings.push(clean(note));
+    }
+    for file in &job.files {
+        r.out.push_str(&format!(
+            "  {}  {}\n",
+            clean(&file.name),
+            human_size(file.size)
+        ));
+    }
+    if job.status == "succeeded" {
+        r.out.push_str(&format!(
+            "  notebook: {}\n  download: nsight-cloud analysis reports download {}\n",
+            client.analysis_url(&format!("/jobs/{}/notebook.html", job.id)),
+            job.id
+        ));
+    } else if !TERMINAL.contains(&job.status.as_str()) {
+        r.out.push_str(&format!(
+            "  follow it with: nsight-cloud analysis reports info {}\n",
+            job.id
+        ));
+    }
+    r
+}
+
+/// `analysis reports list`.
+pub fn jobs_table(jobs: &[Job]) -> Rendered {
+    let mut r = Rendered::default();
+    r.out
+        .push_str("ID                                    STATUS     RECIPE              SESSION\n");
+    for job in jobs {
+        r.out.push_str(&format!(
+            "{}  {:<9}  {:<18}  {}\n",
+            job.id,
+            job.status,
+            clean(&job.recipe),
+            clean(&job.session)
+        ));
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recipe_tables_show_names_first_lines_and_arguments() {
+        let list = json!({"recipes": [
+            {"name": "nvtx_sum", "description": "NVTX range summary\nmore"},
+            {"name": "sql", "description": "Run\u{1b}[31m SQL"}]});
+        let out = recipes_table(&list).out;
+        assert!(out.contains("nvtx_sum  NVTX range summary\n"), "{out}");
+        assert!(!out.contains("more"));
+        assert!(
+            !out.contains('\u{1b}'),
+            "control characters are not printed"
+        );
+        let info = json!({"name": "nvtx_sum", "displayName": "NVTX Range Summary",
+            "description": "d", "arguments": [{"name": "timeunit", "description": "unit", "default": "nsec"}]});
+        assert!(recipe_info(&info)
+            .out
+            .contains("--timeunit  unit [default: nsec]"));
+    }
+}

@@ -1,0 +1,161 @@
+//! `nsight-controlplane`: runs the platform's control plane. `local` starts the whole platform on
+//! this machine (see docs/local-mode.md).
+
+use std::{net::IpAddr, path::PathBuf};
+
+use clap::{Args, Parser, Subcommand};
+use nsight_local::{
+    plan::{Plan, Ports, Settings},
+    platform,
+};
+
+#[derive(Debug, Parser)]
+#[command(version, about = "The Nsight Operator control plane")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the whole platform on this machine: coordinator, analysis, UI, report storage, the
+    /// xDS server and an Envoy gateway on :8888 (API key auth) and :9000 (downloads).
+    Local(LocalArgs),
+}
+
+#[derive(Debug, Args)]
+struct LocalArgs {
+    /// State, reports, logs, certificates and the API key [default: $XDG_DATA_HOME/nsight-operator
+    /// or ~/.local/share/nsight-operator].
+    #[arg(long, env = "NSIGHT_LOCAL_STATE_DIR")]
+    state_dir: Option<PathBuf>,
+    /// Address to listen on (use 0.0.0.0 to reach the gateway from other machines).
+    #[arg(long, default_value = "127.0.0.1")]
+    address: IpAddr,
+    #[arg(long, default_value_t = Ports::default().gateway)]
+    gateway_port: u16,
+    #[arg(long, default_value_t = Ports::default().storage)]
+    storage_port: u16,
+    /// First of seven consecutive internal ports: coordinator REST, agent channel, analysis, UI,
+    /// xDS, Envoy admin, control-plane status.
+    #[arg(long, default_value_t = Ports::default().coordinator_http)]
+    internal_ports_from: u16,
+    /// Store reports in S3 (a storage-config.yaml) instead of <state>/reports.
+    #[arg(long, env = "NSIGHT_CLOUD_STORAGE_CONFIG_FILE")]
+    storage_config: Option<PathBuf>,
+    /// The built Wasm artifacts (auth filter, recipes/, ui/), from `cargo xtask build-wasm`.
+    #[arg(long, env = "NSIGHT_WASM_DIR")]
+    wasm_dir: PathBuf,
+    /// Where nsight-coordinator and nsight-analysis are [default: beside this program].
+    #[arg(long, env = "NSIGHT_BIN_DIR")]
+    bin_dir: Option<PathBuf>,
+    /// The Envoy binary [default: `envoy` on PATH].
+    #[arg(long, env = "NSIGHT_ENVOY_BIN")]
+    envoy_bin: Option<PathBuf>,
+    /// Print the plan (ports, paths, command lines) as JSON and exit.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+fn default_state_dir() -> PathBuf {
+    std::env::var_os("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+        .unwrap_or_else(|| PathBuf::from("/tmp"))
+        .join("nsight-operator")
+}
+
+fn on_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(name))
+            .find(|p| p.is_file())
+    })
+}
+
+fn settings(args: &LocalArgs) -> anyhow::Result<Settings> {
+    let bin_dir = match &args.bin_dir {
+        Some(dir) => dir.clone(),
+        None => std::env::current_exe()?
+            .parent()
+            .map(PathBuf::from)
+            .unwrap_or_default(),
+    };
+    let envoy_bin = args
+        .envoy_bin
+        .clone()
+        .or_else(|| on_path("envoy"))
+        .unwrap_or_else(|| PathBuf::from("envoy"));
+    let base = args.internal_ports_from;
+    let port = |offset: u16| base.saturating_add(offset);
+    Ok(Settings {
+        state_dir: args.state_dir.clone().unwrap_or_else(default_state_dir),
+        address: args.address,
+        ports: Ports {
+            gateway: args.gateway_port,
+            storage: args.storage_port,
+            coordinator_http: port(0),
+            coordinator_grpc: port(1),
+            analysis: port(2),
+            ui: port(3),
+            xds: port(4),
+            envoy_admin: port(5),
+            status: port(6),
+        },
+        wasm_dir: args.wasm_dir.clone(),
+        bin_dir,
+        envoy_bin,
+        storage_config: args.storage_config.clone(),
+    })
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let Command::Local(args) = Cli::parse().command;
+    let settings = settings(&args)?;
+    if args.dry_run {
+        let plan = Plan::new(&settings);
+        println!("{}", serde_json::to_string_pretty(&plan)?);
+        return Ok(());
+    }
+    let mut running = platform::start(&settings).await?;
+    let plan = &running.plan;
+    // What a person needs; the last line is what tools wait for.
+    println!(
+        "Nsight Operator is running locally (state in {})",
+        settings.state_dir.display()
+    );
+    println!("  gateway   {}", plan.gateway_url);
+    println!("  UI        {}", plan.ui_url);
+    println!("  downloads {}", plan.storage_url);
+    println!(
+        "  API key   {}  (in {})",
+        running.api_key,
+        plan.api_key_file.display()
+    );
+    println!(
+        "  CLI       nsight-cloud configure --gw {} --apikey \"$(cat {})\"",
+        plan.gateway_url,
+        plan.api_key_file.display()
+    );
+    println!(
+        "  agents    nsight-agent run --coordinator {} --tls-dir {} -- <program>",
+        plan.agent_channel,
+        plan.tls_dir.display()
+    );
+    println!("  logs      {}", plan.logs_dir.display());
+    println!(
+        "  status    http://127.0.0.1:{}/xds/status  http://127.0.0.1:{}/metrics",
+        plan.ports.status, plan.ports.status
+    );
+    println!("nsight-controlplane ready gateway={}", plan.gateway_url);
+    let result = running.wait().await;
+    running.stop().await;
+    result
+}

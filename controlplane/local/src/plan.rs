@@ -1,0 +1,309 @@
+//! What the local platform will run, decided from its settings before anything starts: ports,
+//! directories, the child processes' command lines, and the gateway IR. Pure, so the choices are
+//! unit-tested and `local --dry-run` can print them.
+
+use std::{
+    net::{IpAddr, SocketAddr},
+    path::{Path, PathBuf},
+};
+
+use nsight_gateway::ir::{GatewayIr, IrError};
+use serde::Serialize;
+
+/// The local platform's settings (the `local` command line).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub state_dir: PathBuf,
+    /// Where the gateway and the internal services listen (loopback by default).
+    pub address: IpAddr,
+    pub ports: Ports,
+    /// The built Wasm artifacts: `nsight_auth_filter.wasm`, `recipes/`, `ui/`.
+    pub wasm_dir: PathBuf,
+    /// Where `nsight-coordinator` and `nsight-analysis` are.
+    pub bin_dir: PathBuf,
+    pub envoy_bin: PathBuf,
+    /// A storage-config.yaml for S3; `None` keeps reports in `<state>/reports`.
+    pub storage_config: Option<PathBuf>,
+}
+
+/// Every port the platform uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Ports {
+    pub gateway: u16,
+    pub storage: u16,
+    pub coordinator_http: u16,
+    pub coordinator_grpc: u16,
+    pub analysis: u16,
+    pub ui: u16,
+    pub xds: u16,
+    pub envoy_admin: u16,
+    /// The control plane's own status: `/xds/status` (per-node ACK/NACK) and `/metrics`;
+    /// loopback only.
+    pub status: u16,
+}
+
+impl Default for Ports {
+    /// The gateway's documented ports, and fixed ports for the parts behind it.
+    fn default() -> Self {
+        Self {
+            gateway: 8888,
+            storage: 9000,
+            coordinator_http: 18080,
+            coordinator_grpc: 18081,
+            analysis: 18082,
+            ui: 18083,
+            xds: 18084,
+            envoy_admin: 18085,
+            status: 18086,
+        }
+    }
+}
+
+/// A child process to run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChildSpec {
+    pub name: &'static str,
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub log: PathBuf,
+    /// Ready when this address accepts connections.
+    pub ready_at: SocketAddr,
+}
+
+/// Everything decided before starting; also written to `<state>/local.json` for tools (the demo,
+/// tests, agents started by hand) to find the platform.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    pub gateway_url: String,
+    pub storage_url: String,
+    pub ui_url: String,
+    /// What agents connect to (mutual TLS with the certificates in `tls_dir`).
+    pub agent_channel: String,
+    pub tls_dir: PathBuf,
+    pub api_key_file: PathBuf,
+    /// `None` when reports go to S3.
+    pub reports_dir: Option<PathBuf>,
+    pub logs_dir: PathBuf,
+    pub ports: Ports,
+    #[serde(skip)]
+    pub children: Vec<ChildSpec>,
+    #[serde(skip)]
+    pub ui_dir: PathBuf,
+    #[serde(skip)]
+    pub auth_filter: PathBuf,
+    #[serde(skip)]
+    pub address: IpAddr,
+}
+
+/// The gateway node's ID in the xDS server.
+pub const GATEWAY_NODE: &str = "nsight-gateway/local/gateway";
+
+fn host(address: IpAddr) -> String {
+    match address {
+        IpAddr::V4(v4) if v4.is_unspecified() => "127.0.0.1".into(),
+        IpAddr::V6(v6) if v6.is_unspecified() => "[::1]".into(),
+        IpAddr::V6(v6) => format!("[{v6}]"),
+        IpAddr::V4(v4) => v4.to_string(),
+    }
+}
+
+fn arg(path: &Path) -> String {
+    path.display().to_string()
+}
+
+impl Plan {
+    pub fn new(s: &Settings) -> Plan {
+        let h = host(s.address);
+        let p = s.ports;
+        let at = |port| SocketAddr::new(s.address, port);
+        let loopback = |port| SocketAddr::from(([127, 0, 0, 1], port));
+        let ready = |port| {
+            if s.address.is_unspecified() {
+                loopback(port)
+            } else {
+                at(port)
+            }
+        };
+        let logs_dir = s.state_dir.join("logs");
+        let tls_dir = s.state_dir.join("tls");
+        let reports_dir = s
+            .storage_config
+            .is_none()
+            .then(|| s.state_dir.join("reports"));
+        let storage_url = format!("http://{h}:{}", p.storage);
+        let storage_args = match (&s.storage_config, &reports_dir) {
+            (Some(config), _) => vec!["--storage-config".into(), arg(config)],
+            (None, Some(dir)) => vec!["--storage-dir".into(), arg(dir)],
+            (None, None) => Vec::new(),
+        };
+        let mut coordinator = vec![
+            "--http".into(),
+            at(p.coordinator_http).to_string(),
+            "--grpc".into(),
+            at(p.coordinator_grpc).to_string(),
+            "--state-dir".into(),
+            arg(&s.state_dir.join("coordinator")),
+            "--tls-dir".into(),
+            arg(&tls_dir),
+            "--generate-local-certs".into(),
+            "--storage-public-url".into(),
+            storage_url.clone(),
+        ];
+        coordinator.extend(storage_args.iter().cloned());
+        let mut analysis = vec![
+            "--http".into(),
+            at(p.analysis).to_string(),
+            "--state-dir".into(),
+            arg(&s.state_dir.join("analysis")),
+            "--recipes-dir".into(),
+            arg(&s.wasm_dir.join("recipes")),
+        ];
+        analysis.extend(storage_args);
+        let children = vec![
+            ChildSpec {
+                name: "nsight-coordinator",
+                program: s.bin_dir.join("nsight-coordinator"),
+                args: coordinator,
+                log: logs_dir.join("coordinator.log"),
+                ready_at: ready(p.coordinator_http),
+            },
+            ChildSpec {
+                name: "nsight-analysis",
+                program: s.bin_dir.join("nsight-analysis"),
+                args: analysis,
+                log: logs_dir.join("analysis.log"),
+                ready_at: ready(p.analysis),
+            },
+        ];
+        Plan {
+            gateway_url: format!("http://{h}:{}", p.gateway),
+            storage_url,
+            ui_url: format!("http://{h}:{}/", p.gateway),
+            agent_channel: format!("https://localhost:{}", p.coordinator_grpc),
+            tls_dir,
+            api_key_file: s.state_dir.join("api-key"),
+            reports_dir,
+            logs_dir,
+            ports: p,
+            children,
+            ui_dir: s.wasm_dir.join("ui"),
+            auth_filter: s.wasm_dir.join("nsight_auth_filter.wasm"),
+            address: s.address,
+        }
+    }
+
+    /// The gateway: API routes behind API-key auth, the UI public, and on the storage port only
+    /// the coordinator's signed-URL object path (local reports) or everything (an S3 server
+    /// configured by the user is not proxied: its own endpoint serves downloads).
+    pub fn gateway_ir(&self, api_key: &str) -> Result<GatewayIr, IrError> {
+        let internal = |port| {
+            if self.address.is_unspecified() {
+                SocketAddr::from(([127, 0, 0, 1], port))
+            } else {
+                SocketAddr::new(self.address, port)
+            }
+        };
+        let mut gw = GatewayIr::local()
+            .listen(
+                &self.address.to_string(),
+                self.ports.gateway,
+                self.ports.storage,
+            )
+            .coordinator(internal(self.ports.coordinator_http))
+            .coordinator_health_check("/healthz")
+            .analysis(internal(self.ports.analysis))
+            .ui(internal(self.ports.ui))
+            .api_key_auth(&self.auth_filter, &[api_key]);
+        if self.reports_dir.is_some() {
+            gw = gw
+                .storage(internal(self.ports.coordinator_http))
+                .storage_prefix("/storage/v1/objects/");
+        }
+        gw.build()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use super::*;
+
+    fn settings() -> Settings {
+        Settings {
+            state_dir: "/s".into(),
+            address: "127.0.0.1".parse().unwrap(),
+            ports: Ports::default(),
+            wasm_dir: "/w".into(),
+            bin_dir: "/b".into(),
+            envoy_bin: "/e/envoy".into(),
+            storage_config: None,
+        }
+    }
+
+    #[test]
+    fn local_reports_are_served_through_the_storage_port() {
+        let plan = Plan::new(&settings());
+        assert_eq!(plan.gateway_url, "http://127.0.0.1:8888");
+        assert_eq!(plan.storage_url, "http://127.0.0.1:9000");
+        assert_eq!(plan.reports_dir.as_deref(), Some(Path::new("/s/reports")));
+        let coordinator = &plan.children[0];
+        assert_eq!(coordinator.program, Path::new("/b/nsight-coordinator"));
+        let args = coordinator.args.join(" ");
+        assert!(args.contains("--storage-dir /s/reports"), "{args}");
+        assert!(
+            args.contains("--storage-public-url http://127.0.0.1:9000"),
+            "{args}"
+        );
+        assert!(
+            args.contains("--tls-dir /s/tls --generate-local-certs"),
+            "{args}"
+        );
+        let analysis = plan.children[1].args.join(" ");
+        assert!(analysis.contains("--recipes-dir /w/recipes"), "{analysis}");
+        assert!(analysis.contains("--storage-dir /s/reports"), "{analysis}");
+
+        let ir = plan.gateway_ir("k".repeat(32).as_str()).unwrap();
+        let storage = ir
+            .listeners
+            .iter()
+            .find(|l| l.port == 9000)
+            .expect("a storage listener");
+        assert_eq!(storage.routes.len(), 1);
+        assert_eq!(storage.routes[0].prefix, "/storage/v1/objects/");
+        assert!(
+            storage.auth.is_none(),
+            "signed URLs carry their own authorization"
+        );
+        let gateway = ir.listeners.iter().find(|l| l.port == 8888).unwrap();
+        assert!(gateway.auth.is_some());
+    }
+
+    #[test]
+    fn an_s3_config_is_passed_to_both_services_and_not_proxied() {
+        let mut s = settings();
+        s.storage_config = Some("/etc/storage-config.yaml".into());
+        let plan = Plan::new(&s);
+        assert!(plan.reports_dir.is_none());
+        for child in &plan.children {
+            assert!(child
+                .args
+                .join(" ")
+                .contains("--storage-config /etc/storage-config.yaml"));
+        }
+        let ir = plan.gateway_ir(&"k".repeat(32)).unwrap();
+        assert!(ir.listeners.iter().all(|l| l.port != 9000));
+    }
+
+    #[test]
+    fn a_wildcard_address_is_reached_on_loopback() {
+        let mut s = settings();
+        s.address = "0.0.0.0".parse().unwrap();
+        let plan = Plan::new(&s);
+        assert_eq!(plan.gateway_url, "http://127.0.0.1:8888");
+        assert_eq!(plan.children[0].ready_at.to_string(), "127.0.0.1:18080");
+        assert!(plan.children[0].args.contains(&"0.0.0.0:18080".to_string()));
+    }
+}

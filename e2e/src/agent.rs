@@ -1,0 +1,142 @@
+//! The real agent and its real clients for end-to-end tests: `nsight-agent run` in either mode
+//! with a local report directory, NVTX programs compiled with gcc against the NVTX v3 headers,
+//! the Python `nvtx` package from the setup venv, and reports read with the sqlite3 CLI.
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Output},
+};
+
+use crate::{bin, required_path};
+
+/// The setup cache (`NSIGHT_CACHE_DIR`, printed by `cargo xtask env`).
+pub fn cache_dir() -> PathBuf {
+    required_path("NSIGHT_CACHE_DIR", "cargo xtask setup")
+}
+
+/// The venv's Python, which has the PyPI `nvtx` package.
+pub fn python() -> PathBuf {
+    let p = cache_dir().join("venv/bin/python");
+    assert!(
+        p.exists(),
+        "{} missing: run `cargo xtask setup`",
+        p.display()
+    );
+    p
+}
+
+/// The NVTX v3 include directory shipped in the venv (`nvidia/nvtx/include`).
+pub fn nvtx_include() -> PathBuf {
+    let lib = cache_dir().join("venv/lib");
+    let entries = std::fs::read_dir(&lib).expect("read the venv's lib dir");
+    entries
+        .filter_map(Result::ok)
+        .map(|e| e.path().join("site-packages/nvidia/nvtx/include"))
+        .find(|p| p.join("nvtx3/nvToolsExt.h").exists())
+        .unwrap_or_else(|| {
+            panic!(
+                "no nvtx3 headers under {}: run `cargo xtask setup`",
+                lib.display()
+            )
+        })
+}
+
+/// Compiles one C file against the NVTX headers (`gcc -O2 ... -ldl`) into `out`.
+pub fn gcc_nvtx(source: &str, out: &Path) {
+    let src = out.with_extension("c");
+    std::fs::write(&src, source).expect("write the C source");
+    let status = Command::new("gcc")
+        .args(["-O2", "-o"])
+        .arg(out)
+        .arg(&src)
+        .arg("-I")
+        .arg(nvtx_include())
+        .arg("-ldl")
+        .arg("-lpthread")
+        .status()
+        .expect("gcc runs (apt-get install gcc)");
+    assert!(status.success(), "gcc failed on {}", src.display());
+}
+
+/// `nsight-agent run --mode launch --storage-dir <store> [extra] -- argv`, to completion.
+pub fn run_launch(store: &Path, extra: &[&str], argv: &[&str]) -> Output {
+    let mut cmd = Command::new(bin("nsight-agent"));
+    cmd.args(["run", "--mode", "launch", "--storage-dir"])
+        .arg(store)
+        .args(extra)
+        .arg("--")
+        .args(argv)
+        .env("NSIGHT_AGENT_LOG", "info");
+    let out = cmd.output().expect("nsight-agent runs");
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("panicked"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Every file under `dir` with extension `ext`, sorted.
+pub fn files_with_ext(dir: &Path, ext: &str) -> Vec<PathBuf> {
+    fn walk(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.filter_map(Result::ok) {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, ext, out);
+            } else if p.extension().is_some_and(|x| x == ext) {
+                out.push(p);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, ext, &mut out);
+    out.sort();
+    out
+}
+
+/// Runs `sql` on `db` with the sqlite3 CLI (read-only) and returns the rows as JSON objects.
+pub fn query(db: &Path, sql: &str) -> Vec<serde_json::Map<String, serde_json::Value>> {
+    let out = Command::new("sqlite3")
+        .arg("-readonly")
+        .arg("-json")
+        .arg(db)
+        .arg(sql)
+        .output()
+        .expect("sqlite3 runs (apt-get install sqlite3)");
+    assert!(
+        out.status.success(),
+        "sqlite3 {sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    if text.trim().is_empty() {
+        return Vec::new();
+    }
+    serde_json::from_str(&text).expect("sqlite3 -json output")
+}
+
+/// The NVTX range summary as the nvtx_sum recipe computes it (text from StringIds else `text`,
+/// prefixed by the domain's name): `(name, instances, total ns)` sorted by name.
+pub fn range_summary(db: &Path) -> Vec<(String, i64, i64)> {
+    query(
+        db,
+        "SELECT coalesce(d.text || ':', '') || coalesce(s.value, e.text) AS name, count(*) AS n,
+                sum(e.end - e.start) AS total
+         FROM NVTX_EVENTS AS e LEFT JOIN StringIds AS s ON s.id = e.textId
+         LEFT JOIN NVTX_EVENTS AS d ON d.eventType = 75 AND d.domainId = e.domainId
+              AND d.globalTid / 0x1000000 % 0x1000000 = e.globalTid / 0x1000000 % 0x1000000
+         WHERE e.eventType IN (59, 60) AND e.end IS NOT NULL GROUP BY 1 ORDER BY 1",
+    )
+    .into_iter()
+    .map(|r| {
+        (
+            r["name"].as_str().unwrap_or_default().to_owned(),
+            r["n"].as_i64().unwrap_or_default(),
+            r["total"].as_i64().unwrap_or_default(),
+        )
+    })
+    .collect()
+}

@@ -1,0 +1,351 @@
+//! The end-to-end flow of the README's main command (`cargo xtask demo`), shared with its CI
+//! test: start the local platform (`nsight-controlplane local`), run a Python program with NVTX
+//! ranges under `nsight-agent`, and drive a real session through the gateway with the CLI:
+//! configure, session-begin, profiler-start, profiler-stop, ls, download, analysis run nvtx_sum.
+//! Every step is the real binary; failures are messages that say which step and where its log is.
+
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    process::Command,
+    time::{Duration, Instant},
+};
+
+use serde_json::Value;
+
+use crate::{process::Running, wait_for_tcp};
+
+/// Where the parts are.
+#[derive(Debug, Clone)]
+pub struct DemoPaths {
+    /// nsight-controlplane, nsight-coordinator, nsight-analysis, nsight-cloud, nsight-agent, libnsight_nvtx.so.
+    pub bin_dir: PathBuf,
+    /// The built Wasm artifacts (auth filter, recipes, UI).
+    pub wasm_dir: PathBuf,
+    pub envoy_bin: PathBuf,
+    /// A Python with the `nvtx` package.
+    pub python: PathBuf,
+    /// The sample program (xtask/demo/nvtx_sample.py).
+    pub sample: PathBuf,
+}
+
+/// Ports and directories of one run.
+#[derive(Debug, Clone)]
+pub struct DemoOptions {
+    pub state_dir: PathBuf,
+    pub gateway_port: u16,
+    pub storage_port: u16,
+    /// First of seven consecutive internal ports.
+    pub internal_ports_from: u16,
+    /// How long the collection runs.
+    pub collect_for: Duration,
+    /// Where downloads and analysis outputs go.
+    pub out_dir: PathBuf,
+}
+
+/// What the demo produced, for the person (and the test) to check.
+#[derive(Debug, Clone)]
+pub struct DemoOutcome {
+    pub gateway_url: String,
+    pub api_key: String,
+    pub session: String,
+    pub downloaded: Vec<PathBuf>,
+    pub job: String,
+    pub notebook_url: String,
+    pub analysis_files: Vec<PathBuf>,
+    /// The nvtx_sum CSV.
+    pub csv: String,
+    /// What the CLI printed, step by step (command, output).
+    pub transcript: Vec<(String, String)>,
+}
+
+/// The running local platform; stopped with SIGTERM (so it stops its children) when dropped.
+#[derive(Debug)]
+pub struct LocalPlatform {
+    process: Running,
+    pub gateway_url: String,
+    pub gateway: SocketAddr,
+    pub api_key: String,
+    pub description: Value,
+    pub log: PathBuf,
+}
+
+impl LocalPlatform {
+    /// Starts `nsight-controlplane local` and waits until its gateway answers.
+    pub fn start(paths: &DemoPaths, options: &DemoOptions) -> Result<Self, String> {
+        std::fs::create_dir_all(&options.state_dir)
+            .map_err(|e| format!("creating {}: {e}", options.state_dir.display()))?;
+        let log = options.state_dir.join("controlplane.log");
+        let mut cmd = Command::new(paths.bin_dir.join("nsight-controlplane"));
+        cmd.arg("local")
+            .arg("--state-dir")
+            .arg(&options.state_dir)
+            .arg("--gateway-port")
+            .arg(options.gateway_port.to_string())
+            .arg("--storage-port")
+            .arg(options.storage_port.to_string())
+            .arg("--internal-ports-from")
+            .arg(options.internal_ports_from.to_string())
+            .arg("--wasm-dir")
+            .arg(&paths.wasm_dir)
+            .arg("--bin-dir")
+            .arg(&paths.bin_dir)
+            .arg("--envoy-bin")
+            .arg(&paths.envoy_bin)
+            .env("RUST_LOG", "info");
+        let mut process = Running::spawn("nsight-controlplane", cmd, &log);
+        let ready = "nsight-controlplane ready";
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !process.log().contains(ready) {
+            if !process.is_running() || Instant::now() > deadline {
+                return Err(format!(
+                    "the local platform did not start; its output ({}):\n{}",
+                    log.display(),
+                    process.log()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let description: Value = std::fs::read(options.state_dir.join("local.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .ok_or("the platform wrote no readable local.json")?;
+        let key_file = description["apiKeyFile"].as_str().unwrap_or_default();
+        let api_key = std::fs::read_to_string(key_file)
+            .map_err(|e| format!("reading the API key {key_file}: {e}"))?
+            .trim()
+            .to_owned();
+        let gateway = SocketAddr::from(([127, 0, 0, 1], options.gateway_port));
+        if !wait_for_tcp(gateway, Duration::from_secs(10)) {
+            return Err(format!("the gateway does not answer on {gateway}"));
+        }
+        Ok(Self {
+            process,
+            gateway_url: description["gatewayUrl"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            gateway,
+            api_key,
+            description,
+            log,
+        })
+    }
+
+    /// Sends SIGTERM and waits for a clean stop (SIGKILL after 15 s).
+    pub fn stop(mut self) {
+        terminate(&mut self.process);
+    }
+}
+
+impl Drop for LocalPlatform {
+    fn drop(&mut self) {
+        terminate(&mut self.process);
+    }
+}
+
+fn terminate(process: &mut Running) {
+    if process.is_running() {
+        let _ = Command::new("kill")
+            .args(["-TERM", &process.pid().to_string()])
+            .status();
+        if process.wait_exit(Duration::from_secs(15)).is_none() {
+            process.kill();
+        }
+    }
+}
+
+/// The CLI with the demo's own configuration file.
+struct Cli<'a> {
+    bin: PathBuf,
+    config: PathBuf,
+    transcript: &'a mut Vec<(String, String)>,
+}
+
+impl Cli<'_> {
+    fn run(&mut self, args: &[&str], json: bool) -> Result<String, String> {
+        let mut cmd = Command::new(&self.bin);
+        cmd.arg("--config").arg(&self.config);
+        if json {
+            cmd.args(["--output", "json"]);
+        }
+        let out = cmd
+            .args(args)
+            .env_remove("NSIGHT_API_KEY")
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", self.bin.display()))?;
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        if !out.status.success() {
+            return Err(format!(
+                "`nsight-cloud {}` failed ({}):\n{stdout}{stderr}",
+                args.join(" "),
+                out.status
+            ));
+        }
+        if !json {
+            let mut shown = stdout.clone();
+            for line in stderr.lines() {
+                shown.push_str(line);
+                shown.push('\n');
+            }
+            self.transcript
+                .push((format!("nsight-cloud {}", args.join(" ")), shown));
+        }
+        Ok(stdout)
+    }
+
+    fn json(&mut self, args: &[&str]) -> Result<Value, String> {
+        let text = self.run(args, true)?;
+        serde_json::from_str(&text).map_err(|e| format!("`nsight-cloud {}`: {e}", args.join(" ")))
+    }
+}
+
+fn poll<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Result<T, String> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return Ok(v);
+        }
+        if Instant::now() > deadline {
+            return Err(format!("timed out after {timeout:?} waiting for {what}"));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Runs the profiling session through the gateway, as a user would.
+pub fn run_session(
+    platform: &LocalPlatform,
+    paths: &DemoPaths,
+    options: &DemoOptions,
+) -> Result<DemoOutcome, String> {
+    let mut transcript = Vec::new();
+    let mut cli = Cli {
+        bin: paths.bin_dir.join("nsight-cloud"),
+        config: options.state_dir.join("nsight-cloud.conf"),
+        transcript: &mut transcript,
+    };
+    cli.run(
+        &[
+            "configure",
+            "--gw",
+            &platform.gateway_url,
+            "--apikey",
+            &platform.api_key,
+        ],
+        true,
+    )?;
+
+    // The profiled program, under the agent, in coordinator mode.
+    let d = &platform.description;
+    let text = |k: &str| d[k].as_str().unwrap_or_default().to_owned();
+    let agent_log = options.state_dir.join("logs/demo-agent.log");
+    let mut agent_cmd = Command::new(paths.bin_dir.join("nsight-agent"));
+    agent_cmd
+        .arg("run")
+        .arg("--coordinator")
+        .arg(text("agentChannel"))
+        .arg("--tls-dir")
+        .arg(text("tlsDir"))
+        .arg("--storage-dir")
+        .arg(text("reportsDir"))
+        .arg("--spool-dir")
+        .arg(options.state_dir.join("agent-spool"))
+        .arg("--pod")
+        .arg("demo")
+        .arg("--")
+        .arg(&paths.python)
+        .arg(&paths.sample)
+        .arg("600");
+    let mut agent = Running::spawn("nsight-agent", agent_cmd, &agent_log);
+    poll("the agent to register", Duration::from_secs(60), || {
+        if !agent.is_running() {
+            return None;
+        }
+        let status = cli.json(&["status"]).ok()?;
+        (status["agentCounts"]["connected"].as_u64() >= Some(1)).then_some(())
+    })
+    .map_err(|e| format!("{e}; agent log {}:\n{}", agent_log.display(), agent.log()))?;
+    cli.run(&["status"], false)?;
+
+    let begun = cli.json(&["session-begin", "--title", "nsight demo"])?;
+    let session = begun["id"].as_str().unwrap_or_default().to_owned();
+    cli.transcript.push((
+        "nsight-cloud session-begin --title \"nsight demo\"".into(),
+        format!("Opened session {session}\n"),
+    ));
+    cli.run(&["profiler-start"], false)?;
+    std::thread::sleep(options.collect_for);
+    cli.run(&["profiler-stop"], false)?;
+    poll("the report upload", Duration::from_secs(60), || {
+        let listing = cli.json(&["ls"]).ok()?;
+        (!listing["reports"].as_array()?.is_empty()).then_some(())
+    })
+    .map_err(|e| format!("{e}; agent log {}:\n{}", agent_log.display(), agent.log()))?;
+    cli.run(&["ls"], false)?;
+    let reports_out = options.out_dir.join("reports");
+    cli.run(
+        &["download", "-o", &reports_out.display().to_string()],
+        false,
+    )?;
+    let downloaded = files_under(&reports_out);
+
+    let job = cli.json(&["analysis", "run", "nvtx_sum", "--wait"])?;
+    let job_id = job["id"].as_str().unwrap_or_default().to_owned();
+    if job["status"] != "succeeded" {
+        return Err(format!("the nvtx_sum job did not succeed: {job:#}"));
+    }
+    cli.run(&["analysis", "reports", "info", &job_id], false)?;
+    let analysis_out = options.out_dir.join("analysis");
+    cli.run(
+        &[
+            "analysis",
+            "reports",
+            "download",
+            &job_id,
+            "-o",
+            &analysis_out.display().to_string(),
+        ],
+        false,
+    )?;
+    let analysis_files = files_under(&analysis_out);
+    let csv = analysis_files
+        .iter()
+        .find(|p| p.extension().is_some_and(|e| e == "csv"))
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .ok_or("the nvtx_sum job produced no CSV")?;
+    cli.run(&["session-end"], false)?;
+    terminate(&mut agent);
+    Ok(DemoOutcome {
+        gateway_url: platform.gateway_url.clone(),
+        api_key: platform.api_key.clone(),
+        session,
+        downloaded,
+        notebook_url: format!(
+            "{}/analysis/v1/jobs/{job_id}/notebook.html",
+            platform.gateway_url
+        ),
+        job: job_id,
+        analysis_files,
+        csv,
+        transcript,
+    })
+}

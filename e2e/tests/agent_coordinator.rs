@@ -1,0 +1,151 @@
+//! Coordinator mode end to end: a real coordinator, `nsight-agent run` (nvtx backend, mutual TLS,
+//! local report directory) around a Python program, START/STOP through the coordinator's REST
+//! API. Each collection's report key appears in the collection and the file is in storage,
+//! holding only that window's ranges.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "tests fail loudly on unexpected errors"
+)]
+
+use std::{process::Command, time::Duration};
+
+use nsight_e2e::{
+    agent::{python, query},
+    bin, http,
+    platform::{tls_dir, CoordinatorProcess},
+    process::Running,
+    wait_for, TempDir,
+};
+use serde_json::Value;
+
+fn post(c: &CoordinatorProcess, path: &str) -> Value {
+    let r = http::post_json(c.http, path, r#"{"tag":"default"}"#).unwrap();
+    assert_eq!(r.status, 200, "POST {path}: {r:?}");
+    serde_json::from_str(&r.body).unwrap()
+}
+
+/// Waits until the collection is completed and returns the keys its one agent uploaded.
+fn uploaded_keys(c: &CoordinatorProcess, session: &str, collection: u64) -> Vec<String> {
+    let done = wait_for(Duration::from_secs(30), || {
+        let s = c.get(&format!("/v1/sessions/{session}"));
+        let col = s["collections"]
+            .as_array()?
+            .iter()
+            .find(|x| x["id"] == collection)?
+            .clone();
+        (col["state"] == "completed").then_some(col)
+    })
+    .expect("the collection completes");
+    let agents = done["agents"].as_object().unwrap();
+    assert_eq!(agents.len(), 1, "{done}");
+    let outcome = agents.values().next().unwrap();
+    assert_eq!(outcome["state"], "uploaded", "{done}");
+    outcome["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k.as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn ticks(db: &std::path::Path) -> i64 {
+    query(
+        db,
+        "SELECT count(*) AS n FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId
+         WHERE s.value = 'tick' AND e.end IS NOT NULL",
+    )[0]["n"]
+        .as_i64()
+        .unwrap()
+}
+
+#[test]
+fn start_stop_through_the_coordinator_uploads_one_report_per_collection() {
+    let dir = TempDir::new("agent-coord");
+    let coordinator = CoordinatorProcess::start(&dir.path().join("state"), 15_000);
+    let script = dir.path().join("loop.py");
+    let stop_file = dir.path().join("stop");
+    std::fs::write(
+        &script,
+        format!(
+            "import os, time, nvtx\nt0 = time.time()\nwhile not os.path.exists({:?}) and time.time() - t0 < 90:\n    with nvtx.annotate('tick'):\n        time.sleep(0.02)\n",
+            stop_file.display().to_string()
+        ),
+    )
+    .unwrap();
+    let store = dir.path().join("store");
+    let mut cmd = Command::new(bin("nsight-agent"));
+    cmd.args(["run", "--mode", "coordinator", "--coordinator"])
+        .arg(coordinator.grpc_url())
+        .arg("--tls-dir")
+        .arg(tls_dir(&coordinator.state_dir))
+        .arg("--storage-dir")
+        .arg(&store)
+        .args(["--pod", "trainer-0", "--"])
+        .arg(python())
+        .arg(&script)
+        .env("NSIGHT_AGENT_LOG", "info");
+    let mut agent = Running::spawn("nsight-agent", cmd, &dir.path().join("agent.log"));
+
+    let registered = wait_for(Duration::from_secs(30), || {
+        let status = coordinator.get("/v1/status");
+        let agents = status["agents"].as_array()?.clone();
+        (agents.len() == 1 && agents[0]["connected"] == true).then(|| agents[0].clone())
+    });
+    let registered = registered.unwrap_or_else(|| panic!("agent registers; log:\n{}", agent.log()));
+    assert_eq!(registered["info"]["backend"], "nvtx");
+    assert_eq!(registered["info"]["identity"]["pod"], "trainer-0");
+    assert_eq!(registered["info"]["identity"]["processName"], "python");
+    assert!(
+        registered["info"]["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d.as_str().unwrap().contains("no GPU access")),
+        "preflight diagnostics reach the status: {registered}"
+    );
+
+    // Before any collection the program already runs: nothing of that time may be reported.
+    std::thread::sleep(Duration::from_millis(500));
+    let mut seen = Vec::new();
+    for round in 1..=2u64 {
+        let started = post(&coordinator, "/v1/start");
+        let session = started["session"].as_str().unwrap().to_owned();
+        assert_eq!(started["collection"], round);
+        std::thread::sleep(Duration::from_millis(800));
+        post(&coordinator, "/v1/stop");
+        let keys = uploaded_keys(&coordinator, &session, round);
+        assert_eq!(keys.len(), 1, "one report for the one process: {keys:?}");
+        let key = &keys[0];
+        assert!(
+            key.starts_with(&format!(
+                "default/{session}/{round}/python_default_trainer-0_pid"
+            )),
+            "{key}"
+        );
+        let file = store.join(key);
+        assert!(
+            file.exists(),
+            "{} in storage; log:\n{}",
+            file.display(),
+            agent.log()
+        );
+        let n = ticks(&file);
+        // 800 ms of ~20 ms ticks (plus Python overhead), never the whole run.
+        assert!((10..=45).contains(&n), "collection {round}: {n} ticks");
+        seen.push(key.clone());
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert_ne!(seen[0], seen[1]);
+
+    std::fs::write(&stop_file, b"").unwrap();
+    let status = agent.wait_exit(Duration::from_secs(30));
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(0),
+        "log:\n{}",
+        agent.log()
+    );
+}

@@ -1,0 +1,147 @@
+//! The README's main command, as a test: the local platform (`nsight-controlplane local`: real
+//! coordinator, analysis service, UI server, xDS server and Envoy gateway with API-key auth) and
+//! the demo's session driven through the gateway with the CLI, on free ports. Checks what the
+//! person is shown: the downloaded report, the nvtx_sum table of the sample's ranges, the UI and
+//! the auth at the gateway.
+
+#![allow(clippy::unwrap_used, reason = "tests fail loudly on unexpected errors")]
+
+use std::{net::TcpListener, path::PathBuf, time::Duration};
+
+use nsight_e2e::{
+    agent, bin,
+    demo::{run_session, DemoOptions, DemoPaths, LocalPlatform},
+    envoy_bin, free_port, http, required_path, TempDir,
+};
+
+/// The first of seven consecutive free ports.
+fn free_range() -> Option<u16> {
+    for _ in 0..100 {
+        let base = free_port().saturating_sub(10).max(20_000);
+        let held: Vec<TcpListener> = (0..7)
+            .filter_map(|i| TcpListener::bind(("127.0.0.1", base + i)).ok())
+            .collect();
+        if held.len() == 7 {
+            return Some(base);
+        }
+    }
+    None
+}
+
+#[test]
+fn the_demo_profiles_a_python_program_end_to_end() {
+    let dir = TempDir::new("local-demo");
+    let paths = DemoPaths {
+        bin_dir: bin("nsight-controlplane").parent().unwrap().to_path_buf(),
+        wasm_dir: required_path("NSIGHT_WASM_DIR", "cargo xtask build-wasm"),
+        envoy_bin: envoy_bin(),
+        python: agent::python(),
+        sample: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../xtask/demo/nvtx_sample.py"),
+    };
+    let options = DemoOptions {
+        state_dir: dir.path().join("state"),
+        gateway_port: free_port(),
+        storage_port: free_port(),
+        internal_ports_from: free_range().unwrap(),
+        collect_for: Duration::from_secs(2),
+        out_dir: dir.path().join("out"),
+    };
+    let platform = LocalPlatform::start(&paths, &options).unwrap();
+
+    // The gateway: the UI is public, the API needs the key.
+    let ui = http::get(platform.gateway, "/", &[]).unwrap();
+    assert_eq!(ui.status, 200);
+    assert!(
+        ui.body.contains("<html") || ui.body.contains("<!DOCTYPE"),
+        "{}",
+        ui.body
+    );
+    let denied = http::get(platform.gateway, "/coordinator/v1/status", &[]).unwrap();
+    assert_eq!(denied.status, 401);
+    // The storage port forwards only signed object paths.
+    let storage = std::net::SocketAddr::from(([127, 0, 0, 1], options.storage_port));
+    let api_on_storage = http::get(storage, "/v1/status", &[]).unwrap();
+    assert_eq!(
+        api_on_storage.status, 404,
+        "the storage port must not expose the API"
+    );
+
+    // The control plane's own status: the gateway node took the configuration, no NACK.
+    let status_addr = std::net::SocketAddr::from(([127, 0, 0, 1], options.internal_ports_from + 6));
+    let xds = http::get(status_addr, "/xds/status", &[]).unwrap();
+    assert_eq!(xds.status, 200);
+    assert!(
+        xds.body.contains("nsight-gateway/local/gateway"),
+        "{}",
+        xds.body
+    );
+    let metrics = http::get(status_addr, "/metrics", &[]).unwrap();
+    assert!(
+        metrics.body.contains("nsight_gateway_xds_acks_total"),
+        "{}",
+        metrics.body
+    );
+    assert!(
+        !metrics.body.contains("nsight_gateway_xds_nacks_total{"),
+        "{}",
+        metrics.body
+    );
+
+    let outcome = run_session(&platform, &paths, &options).unwrap();
+
+    assert_eq!(outcome.downloaded.len(), 1, "{:?}", outcome.downloaded);
+    let report = &outcome.downloaded[0];
+    assert!(
+        report.extension().is_some_and(|e| e == "sqlite"),
+        "{report:?}"
+    );
+    let dir_name = report
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .file_name()
+        .unwrap();
+    assert!(
+        dir_name.to_string_lossy().ends_with("-nsight-demo"),
+        "{dir_name:?}"
+    );
+
+    // The recipe's table has the sample's ranges, nested as the program nests them.
+    let csv = &outcome.csv;
+    let rows: Vec<Vec<&str>> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| h.contains(name)).unwrap();
+    let (range, instances, avg) = (col("Range"), col("Instances"), col("Avg"));
+    let find = |name: &str| {
+        rows.iter()
+            .find(|r| r[range].trim_matches('"').ends_with(name))
+            .unwrap_or_else(|| panic!("no {name} row in\n{csv}"))
+    };
+    let step: u64 = find("train_step")[instances].parse().unwrap();
+    let forward: u64 = find("forward")[instances].parse().unwrap();
+    assert!(step > 10, "2 s of collection holds many steps:\n{csv}");
+    assert!(forward.abs_diff(step) <= 1, "one forward per step:\n{csv}");
+    let avg_forward: f64 = find("forward")[avg].parse().unwrap();
+    let avg_backward: f64 = find("backward")[avg].parse().unwrap();
+    assert!(
+        (3.5e6..20e6).contains(&avg_forward) && avg_backward > avg_forward * 1.5,
+        "forward works 4 ms, backward 8 ms:\n{csv}"
+    );
+    assert!(outcome
+        .analysis_files
+        .iter()
+        .any(|f| f.ends_with("notebook.ipynb")));
+    let printed: String = outcome
+        .transcript
+        .iter()
+        .map(|(c, o)| format!("{c}\n{o}"))
+        .collect();
+    assert!(printed.contains("nsight-cloud ls"), "{printed}");
+    assert!(printed.contains("1 file(s)"), "{printed}");
+    platform.stop();
+}

@@ -1,0 +1,333 @@
+//! The gateway IR: what one Envoy gateway must do, as plain data (no Envoy types, no I/O).
+//!
+//! Owns the shape and validation of a gateway's intent: listeners (the HTTP/HTTPS entry point
+//! on 8888, the storage proxy on 9000), their routes by path prefix, the upstream clusters with
+//! timeouts, health checks and retries, the TLS secret and the auth filter per listener. The
+//! translation to Envoy resources lives in `translate`; this module must not know Envoy.
+//!
+//! ```text
+//! GatewayIr ──validate──> translate::translate ──> Resources ──> cache::Snapshot
+//! ```
+
+use std::{collections::BTreeSet, path::PathBuf, time::Duration};
+
+use serde::Serialize;
+
+/// The gateway's documented HTTP(S) port.
+pub const GATEWAY_PORT: u16 = 8888;
+/// The gateway's documented storage proxy port.
+pub const STORAGE_PROXY_PORT: u16 = 9000;
+
+/// Everything one gateway (one Envoy node) serves. Invariant after [`GatewayIr::validate`]:
+/// names are unique, every route names an existing upstream, every TLS listener's secret exists.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GatewayIr {
+    pub listeners: Vec<Listener>,
+    pub upstreams: Vec<Upstream>,
+    /// TLS certificates served to Envoy over SDS, by name.
+    pub secrets: Vec<TlsSecret>,
+}
+
+/// One listening socket with its routes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Listener {
+    /// Unique; also names the listener's route configuration.
+    pub name: String,
+    pub address: String,
+    pub port: u16,
+    /// HTTPS with this SDS secret when set, plain HTTP otherwise.
+    pub tls_secret: Option<String>,
+    /// The proxy-wasm auth filter, run before routing; `None` lets every request through.
+    pub auth: Option<AuthFilter>,
+    /// Matched in order: put longer prefixes first (`/` last).
+    pub routes: Vec<Route>,
+    /// Idle time allowed on a stream (request or response body not moving). Large uploads and
+    /// downloads stream without buffering, so this, not a total timeout, bounds a stalled one.
+    pub stream_idle_timeout: Duration,
+}
+
+/// Our proxy-wasm auth filter (`plugins/auth`): the `.wasm` file Envoy loads and the JSON
+/// configuration the filter parses (`{"mode":"api-key","api_keys":[..]}`).
+#[derive(Clone, PartialEq, Eq, Serialize)]
+pub struct AuthFilter {
+    pub wasm_path: PathBuf,
+    /// Passed verbatim; it may hold secrets, so `Debug` never prints it.
+    #[serde(skip)]
+    pub config_json: String,
+}
+
+impl std::fmt::Debug for AuthFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthFilter")
+            .field("wasm_path", &self.wasm_path)
+            .field(
+                "config_json",
+                &format_args!("<{} bytes>", self.config_json.len()),
+            )
+            .finish()
+    }
+}
+
+impl AuthFilter {
+    /// The API-key mode of the filter with these keys.
+    pub fn api_key(wasm_path: impl Into<PathBuf>, keys: &[&str]) -> Self {
+        let config = serde_json::json!({ "mode": "api-key", "api_keys": keys });
+        Self {
+            wasm_path: wasm_path.into(),
+            config_json: config.to_string(),
+        }
+    }
+}
+
+/// A path-prefix route to one upstream.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Route {
+    pub prefix: String,
+    pub upstream: String,
+    /// Replaces the matched prefix before forwarding (e.g. `/tenant/` -> `/`); `None` keeps it.
+    pub rewrite_prefix: Option<String>,
+    /// Total time for the whole exchange; `None` means no limit (streams of any size).
+    pub timeout: Option<Duration>,
+    pub retry: Retry,
+    /// The listener's auth filter does not run on this route (e.g. the UI's static assets).
+    pub public: bool,
+}
+
+/// When Envoy may send a request again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Retry {
+    Never,
+    /// Only when the request cannot have reached the upstream (connect failure, refused
+    /// stream): safe for every method and body, and needs no request buffering in practice.
+    ConnectFailures {
+        attempts: u32,
+    },
+}
+
+/// A named upstream service: one or more `host:port` endpoints.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Upstream {
+    pub name: String,
+    pub endpoints: Vec<Endpoint>,
+    pub connect_timeout: Duration,
+    pub health_check: Option<HealthCheck>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Endpoint {
+    /// An IP address (static) or a DNS name (resolved by Envoy).
+    pub host: String,
+    pub port: u16,
+}
+
+/// An active HTTP health check: `GET path` must answer 2xx.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HealthCheck {
+    pub path: String,
+    pub interval: Duration,
+    pub timeout: Duration,
+    pub unhealthy_threshold: u32,
+    pub healthy_threshold: u32,
+}
+
+impl HealthCheck {
+    /// `GET path` every 5 s, 1 s timeout, 3 failures to eject, 1 success to return.
+    pub fn http(path: &str) -> Self {
+        Self {
+            path: path.into(),
+            interval: Duration::from_secs(5),
+            timeout: Duration::from_secs(1),
+            unhealthy_threshold: 3,
+            healthy_threshold: 1,
+        }
+    }
+}
+
+/// A certificate chain and key (PEM), as in a Kubernetes TLS secret's `tls.crt`/`tls.key`.
+#[derive(Clone, PartialEq, Eq, Serialize)]
+pub struct TlsSecret {
+    pub name: String,
+    pub cert_chain_pem: String,
+    /// Never printed by `Debug` nor serialized.
+    #[serde(skip)]
+    pub private_key_pem: String,
+}
+
+impl std::fmt::Debug for TlsSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsSecret")
+            .field("name", &self.name)
+            .field("private_key_pem", &"<redacted>")
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why an IR cannot be translated; each names what to fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IrError {
+    #[error("two {kind}s are named `{name}`; names must be unique")]
+    DuplicateName { kind: &'static str, name: String },
+    #[error("route `{prefix}` on listener `{listener}` names upstream `{upstream}`, which is not defined")]
+    UnknownUpstream {
+        listener: String,
+        prefix: String,
+        upstream: String,
+    },
+    #[error("listener `{listener}` uses TLS secret `{secret}`, which is not defined")]
+    UnknownSecret { listener: String, secret: String },
+    #[error("route prefix `{prefix}` on listener `{listener}` must start with `/`")]
+    BadPrefix { listener: String, prefix: String },
+    #[error("upstream `{upstream}` has no endpoint")]
+    NoEndpoint { upstream: String },
+    #[error("listeners `{first}` and `{second}` both bind {address}:{port}")]
+    PortClash {
+        first: String,
+        second: String,
+        address: String,
+        port: u16,
+    },
+}
+
+impl GatewayIr {
+    /// Checks the invariants documented on [`GatewayIr`].
+    pub fn validate(&self) -> Result<(), IrError> {
+        unique("listener", self.listeners.iter().map(|l| &l.name))?;
+        unique("upstream", self.upstreams.iter().map(|u| &u.name))?;
+        unique("secret", self.secrets.iter().map(|s| &s.name))?;
+        for u in &self.upstreams {
+            if u.endpoints.is_empty() {
+                return Err(IrError::NoEndpoint {
+                    upstream: u.name.clone(),
+                });
+            }
+        }
+        for (i, l) in self.listeners.iter().enumerate() {
+            if let Some(other) = self.listeners[..i]
+                .iter()
+                .find(|o| o.port == l.port && o.address == l.address)
+            {
+                return Err(IrError::PortClash {
+                    first: other.name.clone(),
+                    second: l.name.clone(),
+                    address: l.address.clone(),
+                    port: l.port,
+                });
+            }
+            if let Some(secret) = &l.tls_secret {
+                if !self.secrets.iter().any(|s| &s.name == secret) {
+                    return Err(IrError::UnknownSecret {
+                        listener: l.name.clone(),
+                        secret: secret.clone(),
+                    });
+                }
+            }
+            for r in &l.routes {
+                if !r.prefix.starts_with('/') {
+                    return Err(IrError::BadPrefix {
+                        listener: l.name.clone(),
+                        prefix: r.prefix.clone(),
+                    });
+                }
+                if !self.upstreams.iter().any(|u| u.name == r.upstream) {
+                    return Err(IrError::UnknownUpstream {
+                        listener: l.name.clone(),
+                        prefix: r.prefix.clone(),
+                        upstream: r.upstream.clone(),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The listener named `name`, to adjust routes in place.
+    pub fn listener_mut(&mut self, name: &str) -> Option<&mut Listener> {
+        self.listeners.iter_mut().find(|l| l.name == name)
+    }
+}
+
+fn unique<'a>(kind: &'static str, names: impl Iterator<Item = &'a String>) -> Result<(), IrError> {
+    let mut seen = BTreeSet::new();
+    for name in names {
+        if !seen.insert(name) {
+            return Err(IrError::DuplicateName {
+                kind,
+                name: name.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+impl Upstream {
+    /// One endpoint, 2 s connect timeout, no health check.
+    pub fn new(name: &str, host: &str, port: u16) -> Self {
+        Self {
+            name: name.into(),
+            endpoints: vec![Endpoint {
+                host: host.into(),
+                port,
+            }],
+            connect_timeout: Duration::from_secs(2),
+            health_check: None,
+        }
+    }
+
+    pub fn with_health_check(mut self, check: HealthCheck) -> Self {
+        self.health_check = Some(check);
+        self
+    }
+}
+
+impl Route {
+    /// A prefix route with a 60 s timeout and retries on connect failures (safe for any
+    /// method: the request never reached the upstream).
+    pub fn api(prefix: &str, upstream: &str) -> Self {
+        Self {
+            prefix: prefix.into(),
+            upstream: upstream.into(),
+            rewrite_prefix: None,
+            timeout: Some(Duration::from_secs(60)),
+            retry: Retry::ConnectFailures { attempts: 2 },
+            public: false,
+        }
+    }
+
+    /// A prefix route for large bodies: no total timeout, no retries (nothing is buffered).
+    pub fn streaming(prefix: &str, upstream: &str) -> Self {
+        Self {
+            prefix: prefix.into(),
+            upstream: upstream.into(),
+            rewrite_prefix: None,
+            timeout: None,
+            retry: Retry::Never,
+            public: false,
+        }
+    }
+
+    /// Skip the listener's auth filter on this route.
+    pub fn public(mut self) -> Self {
+        self.public = true;
+        self
+    }
+
+    pub fn with_rewrite(mut self, to: &str) -> Self {
+        self.rewrite_prefix = Some(to.into());
+        self
+    }
+}
+
+impl Listener {
+    /// A plain HTTP listener with no routes, no auth and a 5 minute stream idle timeout.
+    pub fn http(name: &str, address: &str, port: u16) -> Self {
+        Self {
+            name: name.into(),
+            address: address.into(),
+            port,
+            tls_secret: None,
+            auth: None,
+            routes: Vec::new(),
+            stream_idle_timeout: Duration::from_secs(300),
+        }
+    }
+}

@@ -1,0 +1,104 @@
+//! The proxy-wasm HTTP filter (`envoy.filters.http.wasm`) carrying our auth filter.
+//!
+//! xds-api does not include Envoy's Wasm extension protos, so the three messages needed are
+//! declared here with `prost` (field numbers from `envoy/extensions/wasm/v3/wasm.proto` and
+//! `envoy/extensions/filters/http/wasm/v3/wasm.proto`). The filter's JSON configuration is
+//! passed as a `google.protobuf.StringValue`, which is what the filter reads at configure time.
+
+use xds_api::pb::{
+    envoy::{
+        config::core::v3::{async_data_source, data_source, AsyncDataSource, DataSource},
+        extensions::filters::network::http_connection_manager::v3::{http_filter, HttpFilter},
+    },
+    google::protobuf::{Any, StringValue},
+};
+
+use crate::{ir::AuthFilter, resources::any};
+
+/// The V8 runtime, the one Envoy's release builds ship.
+pub const RUNTIME_V8: &str = "envoy.wasm.runtime.v8";
+/// The HTTP filter name Envoy registers the Wasm filter under.
+pub const FILTER_NAME: &str = "envoy.filters.http.wasm";
+
+/// `envoy.extensions.filters.http.wasm.v3.Wasm`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Wasm {
+    #[prost(message, optional, tag = "1")]
+    pub config: Option<PluginConfig>,
+}
+
+impl prost::Name for Wasm {
+    const NAME: &'static str = "Wasm";
+    const PACKAGE: &'static str = "envoy.extensions.filters.http.wasm.v3";
+}
+
+/// `envoy.extensions.wasm.v3.PluginConfig` (the fields we set).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PluginConfig {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(string, tag = "2")]
+    pub root_id: String,
+    #[prost(message, optional, tag = "3")]
+    pub vm_config: Option<VmConfig>,
+    #[prost(message, optional, tag = "4")]
+    pub configuration: Option<Any>,
+    /// `FailurePolicy`: 0 unspecified, 1 FAIL_CLOSED, 2 FAIL_OPEN, 3 FAIL_RELOAD.
+    #[prost(int32, tag = "7")]
+    pub failure_policy: i32,
+}
+
+impl prost::Name for PluginConfig {
+    const NAME: &'static str = "PluginConfig";
+    const PACKAGE: &'static str = "envoy.extensions.wasm.v3";
+}
+
+/// `envoy.extensions.wasm.v3.VmConfig` (the fields we set).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct VmConfig {
+    #[prost(string, tag = "1")]
+    pub vm_id: String,
+    #[prost(string, tag = "2")]
+    pub runtime: String,
+    #[prost(message, optional, tag = "3")]
+    pub code: Option<AsyncDataSource>,
+}
+
+impl prost::Name for VmConfig {
+    const NAME: &'static str = "VmConfig";
+    const PACKAGE: &'static str = "envoy.extensions.wasm.v3";
+}
+
+/// FAIL_CLOSED: a crashed filter VM refuses requests instead of letting them through.
+pub const FAIL_CLOSED: i32 = 1;
+
+/// The HTTP filter running our auth plugin with its configuration.
+pub fn auth_http_filter(auth: &AuthFilter) -> HttpFilter {
+    let wasm = Wasm {
+        config: Some(PluginConfig {
+            name: "nsight_auth".into(),
+            root_id: String::new(),
+            vm_config: Some(VmConfig {
+                vm_id: "nsight_auth".into(),
+                runtime: RUNTIME_V8.into(),
+                code: Some(AsyncDataSource {
+                    specifier: Some(async_data_source::Specifier::Local(DataSource {
+                        specifier: Some(data_source::Specifier::Filename(
+                            auth.wasm_path.display().to_string(),
+                        )),
+                        ..Default::default()
+                    })),
+                }),
+            }),
+            configuration: Some(any(&StringValue {
+                value: auth.config_json.clone(),
+            })),
+            failure_policy: FAIL_CLOSED,
+        }),
+    };
+    HttpFilter {
+        name: FILTER_NAME.into(),
+        config_type: Some(http_filter::ConfigType::TypedConfig(any(&wasm))),
+        ..Default::default()
+    }
+}
