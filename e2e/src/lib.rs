@@ -15,6 +15,8 @@ pub mod agent;
 pub mod demo;
 pub mod gateway;
 pub mod http;
+pub mod jwt;
+pub mod kube;
 pub mod platform;
 pub mod process;
 pub mod s3;

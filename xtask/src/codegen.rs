@@ -48,5 +48,6 @@ pub fn write(layout: &Layout) -> Result<()> {
         std::fs::write(&path, &out.stdout)?;
         eprintln!("wrote {}", path.display());
     }
+    crate::codegen_crds::write(layout)?;
     Ok(())
 }

@@ -11,9 +11,11 @@ mod bench_storage;
 mod ci;
 mod cmd;
 mod codegen;
+mod codegen_crds;
 mod demo;
 mod paths;
 mod setup;
+mod setup_kube;
 mod wasm;
 
 use anyhow::{bail, Result};
@@ -23,7 +25,7 @@ usage: cargo xtask <task>
 
 tasks:
   setup [STEP]  install everything the project needs (idempotent; caches under NSIGHT_CACHE_DIR);
-               steps: apt, wasm-std, wasm-tools, wasm-bindgen, wasm-opt, python, s3
+               steps: apt, wasm-std, wasm-tools, wasm-bindgen, wasm-opt, python, s3, kube
   build-wasm   build the proxy-wasm filters, recipe components and the UI into the dist dir
   codegen      regenerate committed generated files (OpenAPI documents)
   demo [--keep] the whole platform on this machine, profiling a sample program end to end

@@ -119,6 +119,11 @@ impl Layout {
             ("NSIGHT_S3S_FS_BIN", self.s3s_fs()),
             ("NSIGHT_CHROMIUM_BIN", PathBuf::from("/usr/bin/chromium")),
             ("NSIGHT_BIN_DIR", self.host_target().join("debug")),
+            (
+                "NSIGHT_KUBE_APISERVER_BIN",
+                crate::setup_kube::kube_apiserver_bin(self),
+            ),
+            ("NSIGHT_ETCD_BIN", crate::setup_kube::etcd_bin(self)),
         ]
     }
 }

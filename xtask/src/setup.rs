@@ -56,7 +56,7 @@ const SYSROOT_STAMP_FORMAT: u32 = 1;
 type Step = fn(&Layout) -> Result<bool>;
 
 /// The steps, in order; `cargo xtask setup <step>...` runs only the named ones.
-pub const STEPS: [(&str, Step); 7] = [
+pub const STEPS: [(&str, Step); 8] = [
     ("apt", apt_packages),
     ("wasm-std", wasm_sysroots),
     ("wasm-tools", wasm_tools),
@@ -64,6 +64,8 @@ pub const STEPS: [(&str, Step); 7] = [
     ("wasm-opt", wasm_opt),
     ("python", python_venv),
     ("s3", s3s_fs),
+    // A real Kubernetes API server (built from the Go module proxy) and etcd, for the operator.
+    ("kube", crate::setup_kube::kube),
 ];
 
 pub fn run(layout: &Layout, only: &[String]) -> Result<()> {

@@ -3,22 +3,47 @@
 //! ```json
 //! {"mode": "unauthenticated"}
 //! {"mode": "api-key", "api_keys": ["<key>", "..."]}
+//! {"mode": "jwt", "jwt": {"issuer": "https://idp.example", "audiences": ["nsight"],
+//!                         "jwks": {"keys": [...]}, "clock_skew_s": 60},
+//!                 "api_keys": ["<key>"]}            // optional: API keys accepted as well
 //! ```
-//! Owns parsing and validation only; the decision lives in `policy`.
+//! Owns parsing and validation only; the decision lives in `policy`, token checks in `jwt`.
 
 use serde::Deserialize;
+
+use crate::jwt::{JwtConfig, JwtConfigError, RawJwtConfig};
 
 /// Shortest API key accepted: a shorter one is guessable.
 pub const MIN_API_KEY_LEN: usize = 16;
 
-/// How the filter authenticates a request.
-#[derive(Clone, PartialEq, Eq, Deserialize)]
+/// The configuration as written; validated into [`AuthConfig`].
+#[derive(Deserialize)]
 #[serde(tag = "mode", rename_all = "kebab-case", deny_unknown_fields)]
+enum RawConfig {
+    Unauthenticated,
+    ApiKey {
+        api_keys: Vec<String>,
+    },
+    Jwt {
+        jwt: RawJwtConfig,
+        #[serde(default)]
+        api_keys: Vec<String>,
+    },
+}
+
+/// How the filter authenticates a request.
+#[derive(Clone)]
 pub enum AuthConfig {
     /// Every request passes. For development only.
     Unauthenticated,
-    /// `Authorization: Bearer <key>` must equal one of the keys.
+    /// `Authorization: Bearer <key>` must equal one of the keys (never empty).
     ApiKey { api_keys: Vec<String> },
+    /// `Authorization: Bearer <jwt>` must verify against `jwt`; or, when `api_keys` is not
+    /// empty, equal one of those keys.
+    Jwt {
+        jwt: Box<JwtConfig>,
+        api_keys: Vec<String>,
+    },
 }
 
 impl std::fmt::Debug for AuthConfig {
@@ -27,6 +52,13 @@ impl std::fmt::Debug for AuthConfig {
         match self {
             Self::Unauthenticated => f.write_str("Unauthenticated"),
             Self::ApiKey { api_keys } => write!(f, "ApiKey {{ {} key(s) }}", api_keys.len()),
+            Self::Jwt { jwt, api_keys } => {
+                write!(f, "{jwt:?}")?;
+                if !api_keys.is_empty() {
+                    write!(f, " or ApiKey {{ {} key(s) }}", api_keys.len())?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -39,6 +71,8 @@ pub enum ConfigError {
     NoApiKey,
     /// A key shorter than [`MIN_API_KEY_LEN`]; the index says which.
     ApiKeyTooShort(usize),
+    /// The `jwt` member was refused.
+    Jwt(JwtConfigError),
 }
 
 impl std::fmt::Display for ConfigError {
@@ -50,11 +84,19 @@ impl std::fmt::Display for ConfigError {
                 f,
                 "api key #{i} is shorter than {MIN_API_KEY_LEN} characters; use a random key"
             ),
+            Self::Jwt(e) => write!(f, "jwt configuration is not valid: {e}"),
         }
     }
 }
 
 impl std::error::Error for ConfigError {}
+
+fn check_api_keys(api_keys: &[String]) -> Result<(), ConfigError> {
+    match api_keys.iter().position(|k| k.len() < MIN_API_KEY_LEN) {
+        Some(i) => Err(ConfigError::ApiKeyTooShort(i)),
+        None => Ok(()),
+    }
+}
 
 impl AuthConfig {
     /// Parses and validates a configuration. An empty configuration means unauthenticated.
@@ -62,17 +104,26 @@ impl AuthConfig {
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(Self::Unauthenticated);
         }
-        let config: Self =
+        let raw: RawConfig =
             serde_json::from_slice(bytes).map_err(|e| ConfigError::Parse(e.to_string()))?;
-        if let Self::ApiKey { api_keys } = &config {
-            if api_keys.is_empty() {
-                return Err(ConfigError::NoApiKey);
+        match raw {
+            RawConfig::Unauthenticated => Ok(Self::Unauthenticated),
+            RawConfig::ApiKey { api_keys } => {
+                if api_keys.is_empty() {
+                    return Err(ConfigError::NoApiKey);
+                }
+                check_api_keys(&api_keys)?;
+                Ok(Self::ApiKey { api_keys })
             }
-            if let Some(i) = api_keys.iter().position(|k| k.len() < MIN_API_KEY_LEN) {
-                return Err(ConfigError::ApiKeyTooShort(i));
+            RawConfig::Jwt { jwt, api_keys } => {
+                check_api_keys(&api_keys)?;
+                let jwt = JwtConfig::from_raw(jwt).map_err(ConfigError::Jwt)?;
+                Ok(Self::Jwt {
+                    jwt: Box::new(jwt),
+                    api_keys,
+                })
             }
         }
-        Ok(config)
     }
 }
 
@@ -82,17 +133,18 @@ mod tests {
 
     #[test]
     fn empty_config_is_unauthenticated() {
-        assert_eq!(AuthConfig::parse(b" \n"), Ok(AuthConfig::Unauthenticated));
+        assert!(matches!(
+            AuthConfig::parse(b" \n"),
+            Ok(AuthConfig::Unauthenticated)
+        ));
     }
 
     #[test]
     fn api_key_config_parses() {
         let c = AuthConfig::parse(br#"{"mode":"api-key","api_keys":["0123456789abcdef"]}"#);
-        assert_eq!(
-            c,
-            Ok(AuthConfig::ApiKey {
-                api_keys: vec!["0123456789abcdef".into()]
-            })
+        assert!(
+            matches!(&c, Ok(AuthConfig::ApiKey { api_keys }) if api_keys == &["0123456789abcdef"]),
+            "{c:?}"
         );
     }
 
@@ -107,12 +159,13 @@ mod tests {
             Err(ConfigError::Parse(_))
         ));
         assert_eq!(
-            AuthConfig::parse(br#"{"mode":"api-key","api_keys":[]}"#),
-            Err(ConfigError::NoApiKey)
+            AuthConfig::parse(br#"{"mode":"api-key","api_keys":[]}"#).err(),
+            Some(ConfigError::NoApiKey)
         );
         assert_eq!(
-            AuthConfig::parse(br#"{"mode":"api-key","api_keys":["0123456789abcdef","short"]}"#),
-            Err(ConfigError::ApiKeyTooShort(1))
+            AuthConfig::parse(br#"{"mode":"api-key","api_keys":["0123456789abcdef","short"]}"#)
+                .err(),
+            Some(ConfigError::ApiKeyTooShort(1))
         );
     }
 

@@ -1,16 +1,19 @@
 //! proxy-wasm glue: parse the configuration once per root context, decide per request.
-//! Never panics: a panic would abort the Wasm VM for every request on the worker.
+//! Never panics: a panic would abort the Wasm VM for every request on the worker. So it calls
+//! `proxy_wasm::hostcalls` (which return `Result`) rather than the trait helpers that unwrap,
+//! and reads header values as bytes (a non-UTF-8 value must not abort the VM).
 
-use std::rc::Rc;
+use std::{rc::Rc, time::UNIX_EPOCH};
 
 use proxy_wasm::{
+    hostcalls,
     traits::{Context, HttpContext, RootContext},
-    types::{Action, ContextType, LogLevel},
+    types::{Action, BufferType, ContextType, LogLevel, MapType},
 };
 
 use crate::{
     config::AuthConfig,
-    policy::{decide, Decision, CHALLENGE},
+    policy::{decide, Decision},
 };
 
 /// Header set on forwarded requests: who the gateway authenticated.
@@ -31,7 +34,10 @@ impl Context for AuthRoot {}
 
 impl RootContext for AuthRoot {
     fn on_configure(&mut self, _size: usize) -> bool {
-        let bytes = self.get_plugin_configuration().unwrap_or_default();
+        let bytes = hostcalls::get_buffer(BufferType::PluginConfiguration, 0, usize::MAX)
+            .ok()
+            .flatten()
+            .unwrap_or_default();
         match AuthConfig::parse(&bytes) {
             Ok(config) => {
                 log::info(&format!("nsight auth filter configured: {config:?}"));
@@ -66,24 +72,47 @@ impl Context for AuthRequest {}
 
 impl HttpContext for AuthRequest {
     fn on_http_request_headers(&mut self, _headers: usize, _end_of_stream: bool) -> Action {
-        let authorization = self.get_http_request_header("authorization");
-        match decide(&self.config, authorization.as_deref()) {
+        // Whatever a client sent as its identity is dropped first: only this filter sets it.
+        if hostcalls::set_map_value(MapType::HttpRequestHeaders, IDENTITY_HEADER, None).is_err() {
+            return fail("could not remove the client's identity header");
+        }
+        let authorization =
+            hostcalls::get_map_value_bytes(MapType::HttpRequestHeaders, "authorization")
+                .ok()
+                .flatten()
+                .map(|b| String::from_utf8_lossy(&b).into_owned());
+        let Some(now) = hostcalls::get_current_time()
+            .ok()
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            .map(|d| d.as_secs())
+        else {
+            return fail("the host clock is not available");
+        };
+        match decide(&self.config, authorization.as_deref(), now) {
             Decision::Allow { identity } => {
-                self.set_http_request_header(IDENTITY_HEADER, Some(identity));
+                let set = hostcalls::set_map_value(
+                    MapType::HttpRequestHeaders,
+                    IDENTITY_HEADER,
+                    Some(&identity),
+                );
+                if set.is_err() {
+                    return fail("could not set the identity header");
+                }
                 Action::Continue
             }
-            Decision::Deny { reason } => {
+            Decision::Deny(denial) => {
                 let body = serde_json::json!({
                     "title": "Unauthorized",
                     "status": 401,
-                    "detail": reason,
+                    "detail": denial.reason,
                 })
                 .to_string();
-                self.send_http_response(
+                let challenge = denial.challenge();
+                let _ = hostcalls::send_http_response(
                     401,
                     vec![
                         ("content-type", "application/problem+json"),
-                        ("www-authenticate", CHALLENGE),
+                        ("www-authenticate", challenge.as_str()),
                     ],
                     Some(body.as_bytes()),
                 );
@@ -91,6 +120,13 @@ impl HttpContext for AuthRequest {
             }
         }
     }
+}
+
+/// Fails closed: the request is answered 500 and never forwarded.
+fn fail(why: &str) -> Action {
+    log::error(&format!("nsight auth filter: {why}; request refused"));
+    let _ = hostcalls::send_http_response(500, vec![], None);
+    Action::Pause
 }
 
 /// Logging through the host, never failing.

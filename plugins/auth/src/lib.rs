@@ -5,6 +5,7 @@
 //!                                        │ header values
 //!                                        v
 //!                                  decide() (policy.rs, plain Rust, tested on the host)
+//!                                        │   └─ JWT: jwt.rs (claims) + jwks.rs (trusted keys)
 //!                                        │ Decision
 //!                                        v
 //!                       resume the request, or answer 401 with a reason
@@ -13,10 +14,12 @@
 //! the filter refuse to start, which Envoy reports as a rejected (NACKed) configuration.
 
 pub mod config;
+pub mod jwks;
+pub mod jwt;
 pub mod policy;
 
 #[cfg(target_arch = "wasm32")]
 mod filter;
 
 pub use config::{AuthConfig, ConfigError};
-pub use policy::{decide, Decision};
+pub use policy::{decide, Decision, Denial};

@@ -1,53 +1,130 @@
-//! The decision: may this request pass? Pure function of the configuration and the request's
-//! `Authorization` header; no I/O, no clock, no panics.
+//! The decision: may this request pass? Pure function of the configuration, the request's
+//! `Authorization` header and the time; no I/O, no clock of its own, no panics.
+
+use std::borrow::Cow;
 
 use subtle::ConstantTimeEq;
 
 use crate::config::AuthConfig;
 
+/// Largest `Authorization` header value looked at, in bytes; a larger one is refused unread.
+pub const MAX_AUTHORIZATION_LEN: usize = 8 * 1024;
+
 /// What the filter does with a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
     /// Forward the request; `identity` names who was authenticated (for an upstream header).
-    Allow { identity: &'static str },
-    /// Answer 401 without forwarding; `reason` is safe to show the client (no secrets).
-    Deny { reason: &'static str },
+    Allow { identity: String },
+    /// Answer 401 without forwarding.
+    Deny(Denial),
+}
+
+/// A refusal. `reason` is safe to show the client: no secrets, no key material, no token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denial {
+    /// The RFC 6750 error code; `None` when the request carried no credentials at all.
+    pub error: Option<BearerError>,
+    pub reason: Cow<'static, str>,
+}
+
+/// RFC 6750 section 3.1 error codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BearerError {
+    /// The header is malformed (wrong scheme, too large).
+    InvalidRequest,
+    /// The token or key is not accepted.
+    InvalidToken,
 }
 
 pub const CHALLENGE: &str = "Bearer realm=\"nsight-cloud\"";
 
-/// Decides a request from its `Authorization` header value (if any).
-pub fn decide(config: &AuthConfig, authorization: Option<&str>) -> Decision {
-    match config {
-        AuthConfig::Unauthenticated => Decision::Allow {
-            identity: "anonymous",
-        },
-        AuthConfig::ApiKey { api_keys } => {
-            let Some(value) = authorization else {
-                return Decision::Deny {
-                    reason: "missing Authorization header; send `Authorization: Bearer <api key>`",
-                };
-            };
-            let Some(presented) = bearer_token(value) else {
-                return Decision::Deny {
-                    reason: "Authorization header must use the Bearer scheme",
-                };
-            };
-            // Check every key so the time taken does not reveal which one (or how many) matched.
-            let matched = api_keys.iter().fold(0u8, |acc, key| {
-                acc | u8::from(bool::from(key.as_bytes().ct_eq(presented.as_bytes())))
-            });
-            if matched == 1 {
-                Decision::Allow {
-                    identity: "api-key",
-                }
-            } else {
-                Decision::Deny {
-                    reason: "invalid API key",
-                }
+fn deny(error: Option<BearerError>, reason: impl Into<Cow<'static, str>>) -> Decision {
+    Decision::Deny(Denial {
+        error,
+        reason: reason.into(),
+    })
+}
+
+impl Denial {
+    /// The `WWW-Authenticate` value: the bare challenge when no credentials were sent (RFC
+    /// 6750 section 3.1), else with `error` and a quoted-string-safe `error_description`.
+    pub fn challenge(&self) -> String {
+        let code = match self.error {
+            None => return CHALLENGE.to_owned(),
+            Some(BearerError::InvalidRequest) => "invalid_request",
+            Some(BearerError::InvalidToken) => "invalid_token",
+        };
+        let description: String = self
+            .reason
+            .chars()
+            .map(|c| match c {
+                '"' | '\\' => '\'',
+                c if (' '..='~').contains(&c) => c,
+                _ => ' ',
+            })
+            .collect();
+        format!("{CHALLENGE}, error=\"{code}\", error_description=\"{description}\"")
+    }
+}
+
+/// Decides a request from its `Authorization` header value (if any) at `now` (seconds since
+/// the Unix epoch, from the host).
+pub fn decide(config: &AuthConfig, authorization: Option<&str>, now: u64) -> Decision {
+    let (api_keys, jwt) = match config {
+        AuthConfig::Unauthenticated => {
+            return Decision::Allow {
+                identity: "anonymous".into(),
             }
         }
+        AuthConfig::ApiKey { api_keys } => (api_keys.as_slice(), None),
+        AuthConfig::Jwt { jwt, api_keys } => (api_keys.as_slice(), Some(jwt)),
+    };
+    let Some(value) = authorization else {
+        return deny(
+            None,
+            match jwt {
+                None => "missing Authorization header; send `Authorization: Bearer <api key>`",
+                Some(_) => "missing Authorization header; send `Authorization: Bearer <token>`",
+            },
+        );
+    };
+    if value.len() > MAX_AUTHORIZATION_LEN {
+        return deny(
+            Some(BearerError::InvalidRequest),
+            format!("Authorization header is larger than {MAX_AUTHORIZATION_LEN} bytes"),
+        );
     }
+    let Some(presented) = bearer_token(value) else {
+        return deny(
+            Some(BearerError::InvalidRequest),
+            "Authorization header must use the Bearer scheme",
+        );
+    };
+    if api_key_matches(api_keys, presented) {
+        return Decision::Allow {
+            identity: "api-key".into(),
+        };
+    }
+    match jwt {
+        // API keys are accepted too and this is no JWT (a JWT has dots): it was meant as a key.
+        Some(_) if !api_keys.is_empty() && !presented.contains('.') => {
+            deny(Some(BearerError::InvalidToken), "invalid API key")
+        }
+        Some(jwt) => match jwt.verify(presented, now) {
+            Ok(sub) => Decision::Allow { identity: sub },
+            Err(e) => deny(Some(BearerError::InvalidToken), e.to_string()),
+        },
+        None => deny(Some(BearerError::InvalidToken), "invalid API key"),
+    }
+}
+
+/// Whether `presented` equals one of the keys. Every key is compared so the time taken does
+/// not reveal which one (or how many) matched.
+fn api_key_matches(api_keys: &[String], presented: &str) -> bool {
+    let matched = api_keys.iter().fold(0u8, |acc, key| {
+        acc | u8::from(bool::from(key.as_bytes().ct_eq(presented.as_bytes())))
+    });
+    matched == 1
 }
 
 /// The token of a `Bearer <token>` header value; the scheme is case-insensitive (RFC 7235).
@@ -62,6 +139,7 @@ mod tests {
     use super::*;
 
     const KEY: &str = "0123456789abcdef0123";
+    const NOW: u64 = 1_800_000_000;
 
     fn api_key() -> AuthConfig {
         AuthConfig::ApiKey {
@@ -72,7 +150,7 @@ mod tests {
     #[test]
     fn unauthenticated_allows_everything() {
         assert!(matches!(
-            decide(&AuthConfig::Unauthenticated, None),
+            decide(&AuthConfig::Unauthenticated, None, NOW),
             Decision::Allow { .. }
         ));
     }
@@ -80,20 +158,20 @@ mod tests {
     #[test]
     fn api_key_allows_the_right_key_in_any_listed_position() {
         assert_eq!(
-            decide(&api_key(), Some(&format!("Bearer {KEY}"))),
+            decide(&api_key(), Some(&format!("Bearer {KEY}")), NOW),
             Decision::Allow {
-                identity: "api-key"
+                identity: "api-key".into()
             }
         );
         assert!(matches!(
-            decide(&api_key(), Some(&format!("bearer   {KEY} "))),
+            decide(&api_key(), Some(&format!("bearer   {KEY} ")), NOW),
             Decision::Allow { .. }
         ));
     }
 
     #[test]
     fn api_key_denies_missing_wrong_scheme_wrong_key_and_prefixes() {
-        let deny = |h: Option<&str>| matches!(decide(&api_key(), h), Decision::Deny { .. });
+        let deny = |h: Option<&str>| matches!(decide(&api_key(), h, NOW), Decision::Deny(_));
         assert!(deny(None));
         assert!(deny(Some(KEY)));
         assert!(deny(Some(&format!("Basic {KEY}"))));

@@ -1,0 +1,129 @@
+//! `NsightGateway` (`nvidia.com/v1alpha1`): the Envoy gateway in front of the coordinator,
+//! analysis, tenant API, UI (port 8888) and the storage proxy (9000): TLS, authentication,
+//! routing prefixes.
+//!
+//! The CRD rejects OAuth2 without TLS (a CEL rule): browsers drop secure cookies over HTTP.
+
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+use crate::common::{NsightStatus, SecretRef, ServiceSpec};
+
+/// The gateway of one namespace.
+#[derive(CustomResource, KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[kube(
+    group = "nvidia.com",
+    version = "v1alpha1",
+    kind = "NsightGateway",
+    namespaced,
+    status = "NsightStatus",
+    shortname = "nsightgw",
+    category = "nsight",
+    printcolumn = r#"{"name":"Port","type":"integer","jsonPath":".spec.port"}"#,
+    printcolumn = r#"{"name":"TLS","type":"string","jsonPath":".spec.tlsSecretRef.name"}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[x_kube(validation = Rule::new(
+    "!has(self.authentication) || !has(self.authentication.oauth2) || !has(self.authentication.oauth2.enabled) || !self.authentication.oauth2.enabled || has(self.tlsSecretRef)"
+).message("OAuth2 requires TLS on the gateway: set spec.tlsSecretRef"))]
+#[serde(rename_all = "camelCase")]
+pub struct NsightGatewaySpec {
+    /// HTTP(S) listener port (default 8888).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<ServiceSpec>,
+    /// A `kubernetes.io/tls` Secret (`tls.crt`, `tls.key`, optional `ca.crt`): HTTPS on the port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_secret_ref: Option<SecretRef>,
+    /// No section enabled: the gateway is open (development only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authentication: Option<Authentication>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing: Option<Routing>,
+    /// Name of an `NsightCloudStorageConfig`; with MinIO enabled the gateway proxies it on 9000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cloud_storage_ref: Option<String>,
+}
+
+/// API key, JWT and OAuth2; JWT and OAuth2 may be enabled together.
+#[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Authentication {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apikey: Option<ApiKeyAuth>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jwt: Option<JwtAuth>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth2: Option<OAuth2Auth>,
+}
+
+/// A shared secret sent as `Authorization: Bearer <key>`.
+#[derive(KubeSchema, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiKeyAuth {
+    #[serde(default)]
+    pub enabled: bool,
+    /// Inline key (prefer `keySecretRef`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_secret_ref: Option<SecretRef>,
+}
+
+impl std::fmt::Debug for ApiKeyAuth {
+    /// Never prints the inline key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiKeyAuth")
+            .field("enabled", &self.enabled)
+            .field("key", &self.key.as_ref().map(|_| "<redacted>"))
+            .field("key_secret_ref", &self.key_secret_ref)
+            .finish()
+    }
+}
+
+/// Bearer tokens checked against a JWKS (inline or from a Secret).
+#[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JwtAuth {
+    #[serde(default)]
+    pub enabled: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub audiences: Vec<String>,
+    /// The JWKS document, inline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification_jwks: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jwks_secret_ref: Option<SecretRef>,
+}
+
+/// OIDC authorization-code flow for browsers, JWKS-validated bearer tokens for the CLI.
+#[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OAuth2Auth {
+    #[serde(default)]
+    pub enabled: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+    /// A Secret with `client_secret.key` and `hmac.key`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret_ref: Option<SecretRef>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
+}
+
+/// URL prefixes of the backends (defaults `/coordinator/`, `/analysis/`, `/tenant/`).
+#[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Routing {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coordinator_prefix: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analysis_prefix: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant_prefix: Option<String>,
+}

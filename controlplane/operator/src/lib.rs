@@ -1,0 +1,24 @@
+//! The Nsight operator. This round: the injector webhook.
+//!
+//! ```text
+//! API server ──AdmissionReview──> server (HTTPS, /mutate) ──> admission::review (pure)
+//!     decide: Pod + namespace labels + NsightOperatorProfileConfigs -> inject(tool) | skip(why)
+//!     patch:  Pod + tool + settings -> JSON patch (init container, emptyDir, env, annotations)
+//! ```
+//!
+//! `decide`, `cel`, `patch`, `selector` and `admission` are pure; `server` and `main` are the shell.
+
+pub mod admission;
+pub mod cel;
+pub mod decide;
+pub mod patch;
+pub mod selector;
+pub mod server;
+pub mod settings;
+
+/// Marker annotation on injected Pods; its value is the tool config's name.
+pub const INJECTED_ANNOTATION: &str = "nvidia.com/nsight-injected";
+/// Why the Pod was injected (which rule or label, which profile config).
+pub const REASON_ANNOTATION: &str = "nvidia.com/nsight-injection-reason";
+/// The init container that copies the tools into the shared volume.
+pub const TOOLS_INIT_CONTAINER: &str = "nsight-tools";

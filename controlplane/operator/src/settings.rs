@@ -1,0 +1,39 @@
+//! What the webhook injects with, fixed at start-up (flags of `nsight-operator webhook`): the
+//! agent image and where it holds the tools, the coordinator, the tag, and the cluster-wide
+//! default tool config used for labelled Pods when no NsightOperatorProfileConfig applies.
+
+use nsight_api::NsightToolConfig;
+
+/// Injection settings. Invariant: `tools_dir` is an absolute path (the emptyDir mount point).
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Image of the init container; it holds the agent and the two libraries in `source_dir`.
+    pub agent_image: String,
+    /// Directory in the agent image with `nsight-agent`, `libnsight_hook.so`, `libnsight_nvtx.so`.
+    pub source_dir: String,
+    /// Mount point of the shared emptyDir in every container.
+    pub tools_dir: String,
+    /// The coordinator the agents register with (coordinator mode).
+    pub coordinator_url: Option<String>,
+    /// The profiling tag (default `default`).
+    pub tag: String,
+    /// Used when a Pod is selected by label and no profile config names a tool config.
+    pub default_tool_config: NsightToolConfig,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            agent_image: "nvcr.io/nvidia/devtools/nsight-agent:latest".into(),
+            source_dir: "/opt/nsight".into(),
+            tools_dir: "/nsight-tools".into(),
+            coordinator_url: None,
+            tag: "default".into(),
+            default_tool_config: NsightToolConfig {
+                name: "default".into(),
+                injection_include_patterns: vec![".*".into()],
+                ..NsightToolConfig::default()
+            },
+        }
+    }
+}

@@ -1,0 +1,105 @@
+//! The HTTPS shell: a real rustls server on loopback with an rcgen certificate; real
+//! AdmissionReview JSON posted to /mutate, /healthz, and a malformed body answered with 400.
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+use std::sync::Arc;
+
+use nsight_operator::{
+    admission::StaticWorld,
+    server::{self, Webhook},
+    settings::Settings,
+};
+
+struct Served {
+    url: String,
+    ca_pem: String,
+    _dir: tempdir::Dir,
+}
+
+mod tempdir {
+    /// A temp directory removed on drop.
+    pub struct Dir(pub std::path::PathBuf);
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+async fn start() -> Served {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let params = rcgen::CertificateParams::new(vec!["localhost".into()]).unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    let dir = std::env::temp_dir().join(format!("nsight-webhook-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (cert_path, key_path) = (dir.join("tls.crt"), dir.join("tls.key"));
+    std::fs::write(&cert_path, cert.pem()).unwrap();
+    std::fs::write(&key_path, key.serialize_pem()).unwrap();
+    let tls = server::tls_config(&cert_path, &key_path).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let webhook = Webhook {
+        world: Arc::new(StaticWorld::default()),
+        settings: Arc::new(Settings::default()),
+    };
+    tokio::spawn(server::serve(
+        listener,
+        Arc::new(tls),
+        server::router(webhook),
+    ));
+    Served {
+        url: format!("https://localhost:{port}"),
+        ca_pem: cert.pem(),
+        _dir: tempdir::Dir(dir),
+    }
+}
+
+fn client(ca_pem: &str) -> reqwest::Client {
+    reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(ca_pem.as_bytes()).unwrap())
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn mutate_and_healthz_over_tls() {
+    let served = start().await;
+    let http = client(&served.ca_pem);
+    let health = http
+        .get(format!("{}/healthz", served.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    assert_eq!(health.text().await.unwrap(), "ok");
+
+    let body = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/review-labelled.json"),
+    )
+    .unwrap();
+    let resp = http
+        .post(format!("{}/mutate", served.url))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let answer: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(answer["apiVersion"], "admission.k8s.io/v1");
+    assert_eq!(answer["response"]["allowed"], true);
+    assert_eq!(answer["response"]["patchType"], "JSONPatch");
+
+    let resp = http
+        .post(format!("{}/mutate", served.url))
+        .body("{\"truncated\": ")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+    assert!(resp
+        .text()
+        .await
+        .unwrap()
+        .contains("not an admission.k8s.io/v1 AdmissionReview"));
+}

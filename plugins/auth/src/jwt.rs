@@ -1,0 +1,356 @@
+//! JWT verification: is this bearer token signed by a trusted key, for us, and valid now?
+//! A pure function of the configuration, the token and the time (given, never read here).
+//!
+//! ```text
+//! token ──header (unverified)──> alg allowed? kid known? ──key──> signature (jsonwebtoken,
+//!        RustCrypto) ──claims (verified)──> exp / nbf (± skew) ──> iss ──> aud ──> sub
+//! ```
+//! Nothing from the payload is looked at before the signature verifies. Errors are written for
+//! the person holding the token and never contain key material or the token.
+
+use std::collections::BTreeSet;
+
+use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
+use jsonwebtoken::{Algorithm, Validation};
+use serde::Deserialize;
+
+use crate::jwks::{alg_name, parse_jwks, JwksError, VerifyKey};
+
+/// Largest clock skew that may be configured, in seconds.
+pub const MAX_CLOCK_SKEW_S: u64 = 300;
+/// Clock skew when the configuration gives none, in seconds.
+pub const DEFAULT_CLOCK_SKEW_S: u64 = 60;
+/// Longest `sub` forwarded as the identity header.
+pub const MAX_SUBJECT_LEN: usize = 256;
+
+/// The `jwt` member of the filter configuration, as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawJwtConfig {
+    issuer: String,
+    audiences: Vec<String>,
+    jwks: serde_json::Value,
+    #[serde(default = "default_skew")]
+    clock_skew_s: u64,
+}
+
+fn default_skew() -> u64 {
+    DEFAULT_CLOCK_SKEW_S
+}
+
+/// A validated JWT policy. Invariants: issuer and audiences non-empty, skew at most
+/// [`MAX_CLOCK_SKEW_S`], at least one key, keys as `jwks` promises.
+#[derive(Clone)]
+pub struct JwtConfig {
+    pub issuer: String,
+    pub audiences: BTreeSet<String>,
+    pub keys: Vec<VerifyKey>,
+    pub clock_skew_s: u64,
+}
+
+impl std::fmt::Debug for JwtConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Jwt {{ issuer: {:?}, audiences: {:?}, keys: {:?}, clock_skew_s: {} }}",
+            self.issuer, self.audiences, self.keys, self.clock_skew_s
+        )
+    }
+}
+
+/// Why a `jwt` configuration was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JwtConfigError {
+    NoIssuer,
+    NoAudience,
+    ClockSkewTooLarge(u64),
+    Jwks(JwksError),
+}
+
+impl std::fmt::Display for JwtConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NoIssuer => f.write_str("jwt mode needs a non-empty `issuer`"),
+            Self::NoAudience => {
+                f.write_str("jwt mode needs at least one non-empty audience in `audiences`")
+            }
+            Self::ClockSkewTooLarge(s) => write!(
+                f,
+                "`clock_skew_s` is {s}; at most {MAX_CLOCK_SKEW_S} seconds are accepted"
+            ),
+            Self::Jwks(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for JwtConfigError {}
+
+impl JwtConfig {
+    pub(crate) fn from_raw(raw: RawJwtConfig) -> Result<Self, JwtConfigError> {
+        if raw.issuer.is_empty() {
+            return Err(JwtConfigError::NoIssuer);
+        }
+        if raw.audiences.is_empty() || raw.audiences.iter().any(String::is_empty) {
+            return Err(JwtConfigError::NoAudience);
+        }
+        if raw.clock_skew_s > MAX_CLOCK_SKEW_S {
+            return Err(JwtConfigError::ClockSkewTooLarge(raw.clock_skew_s));
+        }
+        let keys = parse_jwks(&raw.jwks).map_err(JwtConfigError::Jwks)?;
+        Ok(Self {
+            issuer: raw.issuer,
+            audiences: raw.audiences.into_iter().collect(),
+            keys,
+            clock_skew_s: raw.clock_skew_s,
+        })
+    }
+
+    /// Verifies `token` at `now` (seconds since the Unix epoch); the token's `sub` on success.
+    pub fn verify(&self, token: &str, now: u64) -> Result<String, TokenError> {
+        let header = unverified_header(token)?;
+        let alg = accepted_alg(&header.alg)?;
+        if header.crit.is_some() {
+            return Err(TokenError::CriticalHeader);
+        }
+        let key = self.key_for(header.kid.as_deref())?;
+        if key.alg != alg {
+            return Err(TokenError::AlgorithmMismatch {
+                token: alg_name(alg),
+                key: alg_name(key.alg),
+            });
+        }
+        let mut validation = Validation::new(alg);
+        // Claims are checked below with our clock and our messages; jsonwebtoken checks only the
+        // header's algorithm and the signature.
+        validation.required_spec_claims.clear();
+        validation.validate_exp = false;
+        validation.validate_nbf = false;
+        validation.validate_aud = false;
+        let data =
+            jsonwebtoken::decode::<Claims>(token, &key.key, &validation).map_err(|e| {
+                match e.kind() {
+                    jsonwebtoken::errors::ErrorKind::InvalidSignature => TokenError::BadSignature,
+                    _ => TokenError::Malformed,
+                }
+            })?;
+        self.check_claims(&data.claims, now)
+    }
+
+    fn key_for(&self, kid: Option<&str>) -> Result<&VerifyKey, TokenError> {
+        match (kid, self.keys.as_slice()) {
+            (Some(kid), keys) => keys
+                .iter()
+                .find(|k| k.kid.as_deref() == Some(kid))
+                .ok_or(TokenError::UnknownKid),
+            (None, [only]) => Ok(only),
+            (None, _) => Err(TokenError::MissingKid),
+        }
+    }
+
+    fn check_claims(&self, claims: &Claims, now: u64) -> Result<String, TokenError> {
+        let exp = numeric_date(claims.exp.as_ref(), "exp")?.ok_or(TokenError::NoExpiry)?;
+        let skew = self.clock_skew_s;
+        if now > exp.saturating_add(skew) {
+            return Err(TokenError::Expired { ago: now - exp });
+        }
+        if let Some(nbf) = numeric_date(claims.nbf.as_ref(), "nbf")? {
+            if nbf > now.saturating_add(skew) {
+                return Err(TokenError::NotYetValid { r#in: nbf - now });
+            }
+        }
+        if claims.iss.as_deref() != Some(self.issuer.as_str()) {
+            return Err(TokenError::WrongIssuer {
+                expected: self.issuer.clone(),
+            });
+        }
+        let aud_ok = match &claims.aud {
+            Some(Audience::One(a)) => self.audiences.contains(a),
+            Some(Audience::Many(all)) => all.iter().any(|a| self.audiences.contains(a)),
+            None => false,
+        };
+        if !aud_ok {
+            return Err(TokenError::WrongAudience {
+                expected: self.audiences.iter().cloned().collect(),
+            });
+        }
+        let sub = claims.sub.as_deref().ok_or(TokenError::NoSubject)?;
+        let printable = sub.bytes().all(|b| (0x20..0x7f).contains(&b));
+        if sub.is_empty() || sub.len() > MAX_SUBJECT_LEN || !printable {
+            return Err(TokenError::BadSubject);
+        }
+        Ok(sub.to_owned())
+    }
+}
+
+/// Why a token was refused. `Display` is the `error_description` the client sees.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenError {
+    /// Not three base64url parts with a JSON header and payload.
+    Malformed,
+    Unsigned,
+    Symmetric(String),
+    UnsupportedAlg(String),
+    CriticalHeader,
+    UnknownKid,
+    MissingKid,
+    AlgorithmMismatch {
+        token: &'static str,
+        key: &'static str,
+    },
+    BadSignature,
+    NoExpiry,
+    /// `exp` or `nbf` is not a number.
+    BadDate(&'static str),
+    Expired {
+        ago: u64,
+    },
+    NotYetValid {
+        r#in: u64,
+    },
+    WrongIssuer {
+        expected: String,
+    },
+    WrongAudience {
+        expected: Vec<String>,
+    },
+    NoSubject,
+    BadSubject,
+}
+
+impl std::fmt::Display for TokenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Malformed => f.write_str("the token is not a well-formed JWT"),
+            Self::Unsigned => f.write_str("unsigned tokens (alg none) are not accepted"),
+            Self::Symmetric(alg) => write!(
+                f,
+                "symmetric algorithm {alg} is not accepted; tokens must be signed with RS256, \
+                 ES256 or EdDSA"
+            ),
+            Self::UnsupportedAlg(alg) => write!(
+                f,
+                "algorithm {alg} is not accepted; tokens must be signed with RS256, ES256 or \
+                 EdDSA"
+            ),
+            Self::CriticalHeader => f.write_str(
+                "the token has critical header extensions (crit) the gateway does not implement",
+            ),
+            Self::UnknownKid => f.write_str(
+                "the token's signing key (kid) is not trusted by the gateway; get a token from \
+                 the configured issuer",
+            ),
+            Self::MissingKid => {
+                f.write_str("the token has no kid header and the gateway trusts several keys")
+            }
+            Self::AlgorithmMismatch { token, key } => {
+                write!(f, "the token says {token} but its key (kid) is a {key} key")
+            }
+            Self::BadSignature => f.write_str(
+                "the token's signature does not verify; it was altered or signed by another key",
+            ),
+            Self::NoExpiry => f.write_str("the token has no expiry (exp claim); it is required"),
+            Self::BadDate(claim) => write!(f, "the token's {claim} claim is not a number"),
+            Self::Expired { ago } => write!(
+                f,
+                "the token expired {ago} s ago; get a new token from the issuer"
+            ),
+            Self::NotYetValid { r#in } => write!(
+                f,
+                "the token is not valid yet (nbf is {in} s in the future); check the clocks",
+                in = r#in
+            ),
+            Self::WrongIssuer { expected } => write!(
+                f,
+                "the token was not issued by the expected issuer ({expected})"
+            ),
+            Self::WrongAudience { expected } => write!(
+                f,
+                "the token is not meant for this gateway: its audience (aud) must include one \
+                 of: {}",
+                expected.join(", ")
+            ),
+            Self::NoSubject => f.write_str("the token has no subject (sub claim)"),
+            Self::BadSubject => write!(
+                f,
+                "the token's subject (sub) must be 1 to {MAX_SUBJECT_LEN} printable ASCII \
+                 characters"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for TokenError {}
+
+/// The JOSE header members we act on, read before the signature is checked.
+#[derive(Deserialize)]
+struct UnverifiedHeader {
+    alg: String,
+    kid: Option<String>,
+    crit: Option<serde_json::Value>,
+}
+
+fn unverified_header(token: &str) -> Result<UnverifiedHeader, TokenError> {
+    let mut parts = token.split('.');
+    let (Some(header), Some(_), Some(_), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(TokenError::Malformed);
+    };
+    let bytes = URL_SAFE_NO_PAD
+        .decode(header)
+        .map_err(|_| TokenError::Malformed)?;
+    serde_json::from_slice(&bytes).map_err(|_| TokenError::Malformed)
+}
+
+fn accepted_alg(alg: &str) -> Result<Algorithm, TokenError> {
+    match alg {
+        "RS256" => Ok(Algorithm::RS256),
+        "ES256" => Ok(Algorithm::ES256),
+        "EdDSA" => Ok(Algorithm::EdDSA),
+        a if a.eq_ignore_ascii_case("none") => Err(TokenError::Unsigned),
+        "HS256" | "HS384" | "HS512" => Err(TokenError::Symmetric(alg.to_owned())),
+        other => Err(TokenError::UnsupportedAlg(printable(other))),
+    }
+}
+
+/// `s` cut to 16 printable ASCII characters, for echoing a token's value in a message.
+fn printable(s: &str) -> String {
+    s.chars()
+        .filter(|c| c.is_ascii_graphic())
+        .take(16)
+        .collect()
+}
+
+#[derive(Deserialize)]
+struct Claims {
+    exp: Option<serde_json::Value>,
+    nbf: Option<serde_json::Value>,
+    iss: Option<String>,
+    aud: Option<Audience>,
+    sub: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Audience {
+    One(String),
+    Many(Vec<String>),
+}
+
+/// A NumericDate (RFC 7519: seconds, possibly fractional); negative counts as 0.
+fn numeric_date(
+    value: Option<&serde_json::Value>,
+    claim: &'static str,
+) -> Result<Option<u64>, TokenError> {
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    if let Some(n) = value.as_u64() {
+        return Ok(Some(n));
+    }
+    match value.as_f64() {
+        // `as` saturates: finite, clamped at 0, so the result is the date in whole seconds.
+        Some(f) if f.is_finite() => Ok(Some(f.max(0.0) as u64)),
+        _ => Err(TokenError::BadDate(claim)),
+    }
+}
