@@ -12,6 +12,7 @@
 )]
 
 pub mod agent;
+pub mod cli;
 pub mod demo;
 pub mod gateway;
 pub mod http;

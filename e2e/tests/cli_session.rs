@@ -4,49 +4,15 @@
 
 #![allow(clippy::unwrap_used, reason = "tests fail loudly on unexpected errors")]
 
-use std::{path::Path, process::Command, time::Duration};
+use std::time::Duration;
 
 use nsight_e2e::{
-    bin,
+    cli::Cli,
     platform::{CoordinatorProcess, SimAgents},
     wait_for, TempDir,
 };
-use serde_json::Value;
 
 const WAIT: Duration = Duration::from_secs(30);
-
-struct Cli<'a> {
-    config: &'a Path,
-}
-
-impl Cli<'_> {
-    fn run(&self, args: &[&str]) -> (i32, String, String) {
-        let out = Command::new(bin("nsight-cloud"))
-            .arg("--config")
-            .arg(self.config)
-            .args(args)
-            .env_remove("NSIGHT_API_KEY")
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let (code, out, err) = self.run(args);
-        assert_eq!(code, 0, "nsight-cloud {args:?} failed:\n{out}\n{err}");
-        out
-    }
-
-    fn json(&self, args: &[&str]) -> Value {
-        let mut all = vec!["--output", "json"];
-        all.extend_from_slice(args);
-        serde_json::from_str(&self.ok(&all)).unwrap()
-    }
-}
 
 #[test]
 fn cli_drives_a_full_session_with_several_agents() {
