@@ -14,6 +14,7 @@
 pub mod agent;
 pub mod cli;
 pub mod demo;
+pub mod envoy;
 pub mod gateway;
 pub mod http;
 pub mod jwt;

@@ -6,52 +6,21 @@
 use std::{net::SocketAddr, path::Path, process::Command, time::Duration};
 
 use nsight_e2e::{
-    envoy_bin, free_port, http, process::Running, wait_for_tcp, wasm_artifact, wasm_tools_bin,
-    TempDir,
+    envoy::{self, Behind},
+    envoy_bin, free_port, http,
+    process::Running,
+    wait_for_tcp, wasm_artifact, wasm_tools_bin, TempDir,
 };
 
 const KEY: &str = "test-key-0123456789abcdef";
 
 fn envoy_config(listen: u16, admin: u16, filter: &Path, filter_config: &str) -> String {
-    let filter_config = filter_config.replace('\'', "''");
-    format!(
-        r#"
-admin:
-  address: {{ socket_address: {{ address: 127.0.0.1, port_value: {admin} }} }}
-static_resources:
-  listeners:
-  - name: gateway
-    address: {{ socket_address: {{ address: 127.0.0.1, port_value: {listen} }} }}
-    filter_chains:
-    - filters:
-      - name: envoy.filters.network.http_connection_manager
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-          stat_prefix: gateway
-          route_config:
-            virtual_hosts:
-            - name: all
-              domains: ["*"]
-              routes:
-              - match: {{ prefix: "/" }}
-                direct_response: {{ status: 200, body: {{ inline_string: "hello from behind the gateway" }} }}
-          http_filters:
-          - name: nsight.auth
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm
-              config:
-                name: nsight_auth
-                configuration:
-                  "@type": type.googleapis.com/google.protobuf.StringValue
-                  value: '{filter_config}'
-                vm_config:
-                  runtime: envoy.wasm.runtime.v8
-                  code: {{ local: {{ filename: "{}" }} }}
-          - name: envoy.filters.http.router
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
-"#,
-        filter.display()
+    envoy::auth_filter_config(
+        listen,
+        admin,
+        filter,
+        filter_config,
+        Behind::DirectResponse("hello from behind the gateway"),
     )
 }
 

@@ -14,6 +14,7 @@ use std::{
 };
 
 use nsight_e2e::{
+    envoy::{self, Behind},
     envoy_bin, free_port,
     gateway::{named_upstream, LocalGateway},
     http,
@@ -151,56 +152,7 @@ fn envoy_config(
     filter: &Path,
     config: &str,
 ) -> String {
-    let config = config.replace('\'', "''");
-    format!(
-        r#"
-admin:
-  address: {{ socket_address: {{ address: 127.0.0.1, port_value: {admin} }} }}
-static_resources:
-  listeners:
-  - name: gateway
-    address: {{ socket_address: {{ address: 127.0.0.1, port_value: {listen} }} }}
-    filter_chains:
-    - filters:
-      - name: envoy.filters.network.http_connection_manager
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-          stat_prefix: gateway
-          route_config:
-            virtual_hosts:
-            - name: all
-              domains: ["*"]
-              routes:
-              - match: {{ prefix: "/" }}
-                route: {{ cluster: echo }}
-          http_filters:
-          - name: nsight.auth
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm
-              config:
-                name: nsight_auth
-                configuration:
-                  "@type": type.googleapis.com/google.protobuf.StringValue
-                  value: '{config}'
-                vm_config:
-                  runtime: envoy.wasm.runtime.v8
-                  code: {{ local: {{ filename: "{filter}" }} }}
-          - name: envoy.filters.http.router
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
-  clusters:
-  - name: echo
-    type: STATIC
-    connect_timeout: 2s
-    load_assignment:
-      cluster_name: echo
-      endpoints:
-      - lb_endpoints:
-        - endpoint: {{ address: {{ socket_address: {{ address: 127.0.0.1, port_value: {port} }} }} }}
-"#,
-        filter = filter.display(),
-        port = upstream.port(),
-    )
+    envoy::auth_filter_config(listen, admin, filter, config, Behind::Upstream(upstream))
 }
 
 fn start_envoy(dir: &TempDir, config: &str) -> (Running, SocketAddr) {

@@ -1,0 +1,87 @@
+//! A static Envoy configuration for tests of our auth filter outside xDS: one HTTP listener
+//! running the filter (its JSON configuration inline) before the router, and behind it either a
+//! fixed answer or one upstream.
+
+use std::{net::SocketAddr, path::Path};
+
+/// What the listener answers once the filter lets a request through.
+#[derive(Debug, Clone, Copy)]
+pub enum Behind<'a> {
+    /// A 200 with this body, from Envoy itself.
+    DirectResponse(&'a str),
+    /// Routed to this upstream (cluster `echo`).
+    Upstream(SocketAddr),
+}
+
+/// Envoy's YAML: admin on `admin`, the listener on `listen` with the Wasm `filter` configured by
+/// `filter_config` (JSON), then `behind`.
+pub fn auth_filter_config(
+    listen: u16,
+    admin: u16,
+    filter: &Path,
+    filter_config: &str,
+    behind: Behind<'_>,
+) -> String {
+    let filter_config = filter_config.replace('\'', "''");
+    let (route, clusters) = match behind {
+        Behind::DirectResponse(body) => (
+            format!("direct_response: {{ status: 200, body: {{ inline_string: \"{body}\" }} }}"),
+            String::new(),
+        ),
+        Behind::Upstream(upstream) => (
+            "route: { cluster: echo }".to_owned(),
+            format!(
+                r#"  clusters:
+  - name: echo
+    type: STATIC
+    connect_timeout: 2s
+    load_assignment:
+      cluster_name: echo
+      endpoints:
+      - lb_endpoints:
+        - endpoint: {{ address: {{ socket_address: {{ address: 127.0.0.1, port_value: {} }} }} }}
+"#,
+                upstream.port()
+            ),
+        ),
+    };
+    format!(
+        r#"
+admin:
+  address: {{ socket_address: {{ address: 127.0.0.1, port_value: {admin} }} }}
+static_resources:
+  listeners:
+  - name: gateway
+    address: {{ socket_address: {{ address: 127.0.0.1, port_value: {listen} }} }}
+    filter_chains:
+    - filters:
+      - name: envoy.filters.network.http_connection_manager
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+          stat_prefix: gateway
+          route_config:
+            virtual_hosts:
+            - name: all
+              domains: ["*"]
+              routes:
+              - match: {{ prefix: "/" }}
+                {route}
+          http_filters:
+          - name: nsight.auth
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm
+              config:
+                name: nsight_auth
+                configuration:
+                  "@type": type.googleapis.com/google.protobuf.StringValue
+                  value: '{filter_config}'
+                vm_config:
+                  runtime: envoy.wasm.runtime.v8
+                  code: {{ local: {{ filename: "{filter}" }} }}
+          - name: envoy.filters.http.router
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
+{clusters}"#,
+        filter = filter.display(),
+    )
+}
