@@ -1,6 +1,7 @@
 //! The real agent and its real clients for end-to-end tests: `nsight-agent run` in either mode
 //! with a local report directory, NVTX programs compiled with gcc against the NVTX v3 headers,
-//! the Python `nvtx` package from the setup venv, and reports read with the sqlite3 CLI.
+//! the Python `nvtx` package from the setup venv, and reports read with the sqlite3 CLI; and a
+//! MOCK nsys script for the nsys run path's tests (no nsys exists on these machines).
 
 use std::{
     path::{Path, PathBuf},
@@ -139,4 +140,63 @@ pub fn range_summary(db: &Path) -> Vec<(String, i64, i64)> {
         )
     })
     .collect()
+}
+
+/// A MOCK of the nsys CLI (a shell script; no nsys exists on these machines), for the tests of
+/// the agent's nsys run path named `mock_nsys_*`. It logs each call's argv to `<dir>/calls`
+/// (one line, words separated by `|`) and implements just enough: `profile` and `launch` run the
+/// application and return its exit code; `start` remembers `--output`; `stop`, or the
+/// application's exit during a `launch` collection, writes a placeholder `.nsys-rep` there;
+/// `export` copies `sqlite` (a real nsys export) to `--output`.
+pub fn mock_nsys(dir: &Path, sqlite: &Path) -> PathBuf {
+    let script = format!(
+        r#"#!/bin/sh
+state={dir}
+echo "$(printf '%s|' "$@")" >> "$state/calls"
+verb=$1; shift
+out=""
+write_report() {{ [ -n "$1" ] && echo "MOCK nsys-rep (not a real report)" > "$1"; }}
+case "$verb" in
+  profile)
+    while [ "$1" != "--" ]; do case "$1" in --output=*) out=${{1#--output=}};; esac; shift; done
+    shift; "$@"; code=$?; write_report "$out"; exit $code ;;
+  launch)
+    while [ "$1" != "--" ]; do shift; done
+    shift; "$@"; code=$?
+    if [ -f "$state/current" ]; then write_report "$(cat "$state/current")"; rm -f "$state/current"; fi
+    exit $code ;;
+  start)
+    for a in "$@"; do case "$a" in --output=*) echo "${{a#--output=}}" > "$state/current";; esac; done ;;
+  stop)
+    [ -f "$state/current" ] || {{ echo "no collection in progress" >&2; exit 1; }}
+    write_report "$(cat "$state/current")"; rm -f "$state/current" ;;
+  export)
+    while [ "$1" != "--output" ]; do shift; done
+    cp {sqlite} "$2" ;;
+  *) echo "mock nsys: unknown command $verb" >&2; exit 2 ;;
+esac
+"#,
+        dir = dir.display(),
+        sqlite = sqlite.display(),
+    );
+    let path = dir.join("nsys");
+    std::fs::write(&path, script).expect("write the mock nsys");
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+        .expect("make the mock nsys executable");
+    path
+}
+
+/// The calls the mock nsys received, each as its argv.
+pub fn mock_nsys_calls(dir: &Path) -> Vec<Vec<String>> {
+    std::fs::read_to_string(dir.join("calls"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            l.trim_end_matches('|')
+                .split('|')
+                .map(str::to_owned)
+                .collect()
+        })
+        .collect()
 }

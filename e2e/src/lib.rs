@@ -19,6 +19,7 @@ pub mod gateway;
 pub mod http;
 pub mod jwt;
 pub mod kube;
+pub mod oidc;
 pub mod platform;
 pub mod process;
 pub mod s3;

@@ -149,3 +149,102 @@ fn start_stop_through_the_coordinator_uploads_one_report_per_collection() {
         agent.log()
     );
 }
+
+/// The target exits in the middle of a collection: the agent writes the report of what was
+/// captured since START, uploads it and reports it as the collection's upload before STOP.
+#[test]
+fn a_target_that_exits_while_collecting_still_uploads_its_ranges() {
+    let dir = TempDir::new("agent-exit");
+    let coordinator = CoordinatorProcess::start(&dir.path().join("state"), 15_000);
+    let script = dir.path().join("exits.py");
+    let exit_file = dir.path().join("exit");
+    std::fs::write(
+        &script,
+        format!(
+            "import os, sys, time, nvtx\nt0 = time.time()\n\
+             while not os.path.exists({:?}) and time.time() - t0 < 90:\n    \
+             with nvtx.annotate('tick'):\n        time.sleep(0.02)\n\
+             with nvtx.annotate('outer'):\n    with nvtx.annotate('last'):\n        time.sleep(0.05)\n\
+             sys.exit(3)\n",
+            exit_file.display().to_string()
+        ),
+    )
+    .unwrap();
+    let store = dir.path().join("store");
+    let mut cmd = Command::new(bin("nsight-agent"));
+    cmd.args(["run", "--mode", "coordinator", "--coordinator"])
+        .arg(coordinator.grpc_url())
+        .arg("--tls-dir")
+        .arg(tls_dir(&coordinator.state_dir))
+        .arg("--storage-dir")
+        .arg(&store)
+        .args(["--pod", "trainer-1", "--"])
+        .arg(python())
+        .arg(&script)
+        .env("NSIGHT_AGENT_LOG", "info");
+    let mut agent = Running::spawn("nsight-agent", cmd, &dir.path().join("agent.log"));
+    wait_for(Duration::from_secs(30), || {
+        let agents = coordinator.get("/v1/status")["agents"].as_array()?.clone();
+        (agents.len() == 1 && agents[0]["connected"] == true).then_some(())
+    })
+    .unwrap_or_else(|| panic!("agent registers; log:\n{}", agent.log()));
+
+    let started = post(&coordinator, "/v1/start");
+    let session = started["session"].as_str().unwrap().to_owned();
+    std::thread::sleep(Duration::from_millis(700));
+    std::fs::write(&exit_file, b"").unwrap();
+    let status = agent.wait_exit(Duration::from_secs(30));
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(3),
+        "the agent exits with the target's code; log:\n{}",
+        agent.log()
+    );
+
+    // Reported as this agent's upload while the collection is still open (before STOP).
+    let outcome = wait_for(Duration::from_secs(10), || {
+        let s = coordinator.get(&format!("/v1/sessions/{session}"));
+        let col = s["collections"].as_array()?.first()?.clone();
+        let outcome = col["agents"].as_object()?.values().next()?.clone();
+        (outcome["state"] != "started" && outcome["state"] != "pending")
+            .then_some((col["state"].clone(), outcome))
+    });
+    let (state, outcome) =
+        outcome.unwrap_or_else(|| panic!("the agent reports; log:\n{}", agent.log()));
+    assert_eq!(state, "collecting", "{outcome}");
+    assert_eq!(
+        outcome["state"],
+        "uploaded",
+        "{outcome}; log:\n{}",
+        agent.log()
+    );
+
+    post(&coordinator, "/v1/stop");
+    let keys = uploaded_keys(&coordinator, &session, 1);
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    assert!(
+        keys[0].starts_with(&format!("default/{session}/1/python_default_trainer-1_pid")),
+        "{}",
+        keys[0]
+    );
+    let file = store.join(&keys[0]);
+    let n = ticks(&file);
+    assert!((10..=45).contains(&n), "{n} ticks in ~700 ms");
+    // The ranges run right before exit, nested, with their durations.
+    let last = query(
+        &file,
+        "SELECT s.value AS name, e.start AS start, e.end AS end FROM NVTX_EVENTS e
+         JOIN StringIds s ON s.id = e.textId WHERE s.value IN ('outer', 'last') ORDER BY e.start",
+    );
+    assert_eq!(last.len(), 2, "{last:?}");
+    assert_eq!(last[0]["name"], "outer");
+    let span = |r: &serde_json::Map<String, Value>| {
+        (
+            r["start"].as_i64().unwrap(),
+            r["end"].as_i64().expect("closed"),
+        )
+    };
+    let (outer, inner) = (span(&last[0]), span(&last[1]));
+    assert!(outer.0 <= inner.0 && inner.1 <= outer.1, "{last:?}");
+    assert!(inner.1 - inner.0 >= 50_000_000, "{last:?}");
+}

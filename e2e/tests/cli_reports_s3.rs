@@ -1,8 +1,12 @@
 //! `ls` and `download` when reports live in S3 (a real s3s-fs): the coordinator writes
 //! session.json through the S3 API and hands out SigV4 presigned URLs that the CLI downloads
-//! with no S3 credentials of its own.
+//! with no S3 credentials of its own; a multipart report uploaded with its digest comes down in
+//! parallel ranges, resumes from the saved state, and, once damaged inside the server's store,
+//! fails verification with its file named and nothing left behind.
 
 #![allow(clippy::unwrap_used, reason = "tests fail loudly on unexpected errors")]
+
+use std::{os::unix::fs::FileExt, path::Path};
 
 use nsight_e2e::{
     cli::Cli,
@@ -11,16 +15,13 @@ use nsight_e2e::{
     s3::{S3Server, ACCESS_KEY, SECRET_KEY},
     TempDir,
 };
+use nsight_storage::{PutOptions, ReportStore, S3Settings, S3Store, Secret};
 
-#[test]
-fn presigned_s3_urls_download_without_credentials() {
-    let dir = TempDir::new("cli-reports-s3");
-    let root = dir.path().join("s3");
-    let s3 = S3Server::start(&root);
+/// A coordinator whose reports are in bucket `reports` of `s3` (the bucket is created here).
+fn coordinator_on(dir: &Path, s3: &S3Server) -> CoordinatorProcess {
     // s3s-fs keeps a bucket as a directory of its root.
-    let bucket = root.join("reports");
-    std::fs::create_dir_all(&bucket).unwrap();
-    let config = dir.path().join("storage-config.yaml");
+    std::fs::create_dir_all(s3.bucket_dir("reports")).unwrap();
+    let config = dir.join("storage-config.yaml");
     std::fs::write(
         &config,
         format!(
@@ -32,13 +33,138 @@ fn presigned_s3_urls_download_without_credentials() {
     .unwrap();
     let http: std::net::SocketAddr = ([127, 0, 0, 1], free_port()).into();
     let grpc: std::net::SocketAddr = ([127, 0, 0, 1], free_port()).into();
-    let coordinator = CoordinatorProcess::start_with(
+    CoordinatorProcess::start_with(
         http,
         grpc,
-        &dir.path().join("state"),
+        &dir.join("state"),
         15_000,
         &["--storage-config", config.to_str().unwrap()],
+    )
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+#[test]
+fn a_report_uploaded_with_its_digest_is_verified_resumed_and_refused_when_damaged() {
+    let dir = TempDir::new("cli-reports-s3-verify");
+    let s3 = S3Server::start(&dir.path().join("s3"));
+    let coordinator = coordinator_on(dir.path(), &s3);
+    let cli_config = dir.path().join("nsight-cloud.conf");
+    let cli = Cli {
+        config: &cli_config,
+    };
+    cli.ok(&["configure", "--gw", &format!("http://{}", coordinator.http)]);
+    let session = cli.json(&["--tag", "gpu", "session-begin", "--title", "verify"])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // As the agent's uploader stores it: multipart (20 MiB in 8 MiB parts) with its SHA-256.
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    let body: Vec<u8> = (0..20 * 1024 * 1024 / 8)
+        .flat_map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state.to_le_bytes()
+        })
+        .collect();
+    let sha = sha256_hex(&body);
+    let key = format!("gpu/{session}/1/python_gpu_pod-a_r1.nsys-rep");
+    let store = S3Store::new(S3Settings::new(
+        "reports",
+        Some(&s3.endpoint()),
+        ACCESS_KEY,
+        Secret::new(SECRET_KEY),
+    ))
+    .unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let etag = runtime.block_on(async {
+        let put = store
+            .put_with(&key, &body[..], &PutOptions::with_sha256(&sha))
+            .await
+            .unwrap();
+        assert_eq!(put.parts, 3);
+        store.head(&key).await.unwrap().etag.unwrap()
+    });
+
+    let out = dir.path().join("out");
+    let download = || {
+        cli.run(&[
+            "--tag",
+            "gpu",
+            "--output",
+            "json",
+            "download",
+            "-o",
+            out.to_str().unwrap(),
+        ])
+    };
+    let (code, stdout, err) = download();
+    assert_eq!(code, 0, "{stdout}{err}");
+    let listing = cli.json(&["--tag", "gpu", "ls"]);
+    let target = out
+        .join(listing["directory"].as_str().unwrap())
+        .join("1/python_gpu_pod-a_r1.nsys-rep");
+    assert_eq!(std::fs::read(&target).unwrap(), body);
+
+    // Interrupted after the first 8 MiB (the state a killed run leaves): only the rest comes.
+    let with = |suffix: &str| {
+        let mut p = target.clone().into_os_string();
+        p.push(suffix);
+        std::path::PathBuf::from(p)
+    };
+    std::fs::remove_file(&target).unwrap();
+    let mut partial = body[..8 * 1024 * 1024].to_vec();
+    partial.resize(body.len(), 0);
+    std::fs::write(with(".part"), &partial).unwrap();
+    std::fs::write(
+        with(".part.state"),
+        format!("\"{etag}\"\n{}\n{}\n", body.len(), 8 * 1024 * 1024),
+    )
+    .unwrap();
+    let (code, stdout, err) = download();
+    assert_eq!(code, 0, "{stdout}{err}");
+    let resumed: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        resumed["files"][0]["resumedFrom"],
+        8 * 1024 * 1024,
+        "{resumed:#}"
     );
+    assert_eq!(std::fs::read(&target).unwrap(), body);
+    assert!(!with(".part.state").exists());
+
+    // Damaged inside the server's store (same size, one byte flipped): refused, named, removed.
+    std::fs::remove_file(&target).unwrap();
+    let object = s3.bucket_dir("reports").join(&key);
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&object)
+        .unwrap();
+    file.write_all_at(&[body[13_000_000] ^ 0x55], 13_000_000)
+        .unwrap();
+    drop(file);
+    let (code, stdout, err) = download();
+    assert_eq!(code, 1, "{stdout}{err}");
+    assert!(err.contains(&target.display().to_string()), "{err}");
+    assert!(err.contains(&format!("the report's is {sha}")), "{err}");
+    assert!(err.contains("damaged download was deleted"), "{err}");
+    assert!(
+        !target.exists(),
+        "a damaged report must not take its final name"
+    );
+    assert!(!with(".part").exists() && !with(".part.state").exists());
+}
+
+#[test]
+fn presigned_s3_urls_download_without_credentials() {
+    let dir = TempDir::new("cli-reports-s3");
+    let s3 = S3Server::start(&dir.path().join("s3"));
+    let bucket = s3.bucket_dir("reports");
+    let coordinator = coordinator_on(dir.path(), &s3);
     let cli_config = dir.path().join("nsight-cloud.conf");
     let cli = Cli {
         config: &cli_config,

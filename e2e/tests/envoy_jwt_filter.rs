@@ -18,7 +18,7 @@ use nsight_e2e::{
     envoy_bin, free_port,
     gateway::{named_upstream, LocalGateway},
     http,
-    jwt::{b64url, compact, ecdsa_der_to_jose, rsa_public_key_jwk_members, signing_input},
+    jwt::{compact, signing_input, TestKeys},
     process::Running,
     wait_for, wait_for_tcp, wasm_artifact, TempDir,
 };
@@ -27,56 +27,13 @@ use nsight_gateway::{
     cache::node_id,
     ir::{AuthFilter, GatewayIr},
 };
-use rcgen::{KeyPair, SigningKey, PKCS_ECDSA_P256_SHA256, PKCS_ED25519};
 use serde_json::{json, Value};
 
 const ISS: &str = "https://idp.test";
 const AUD: &str = "nsight-cloud";
 const API_KEY: &str = "test-key-0123456789abcdef";
 
-/// The three signing keys and the JWKS the gateway trusts.
-struct Keys {
-    rsa: KeyPair,
-    ec: KeyPair,
-    ed: KeyPair,
-}
-
-impl Keys {
-    fn new() -> Self {
-        let pem = std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../plugins/auth/tests/keys/rsa-test-only.pem"
-        ))
-        .unwrap();
-        Self {
-            rsa: KeyPair::from_pem(&pem).unwrap(),
-            ec: KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).unwrap(),
-            ed: KeyPair::generate_for(&PKCS_ED25519).unwrap(),
-        }
-    }
-
-    fn jwks(&self) -> Value {
-        let (n, e) = rsa_public_key_jwk_members(self.rsa.public_key_raw()).unwrap();
-        let point = self.ec.public_key_raw(); // 0x04 || x || y
-        json!({"keys": [
-            {"kty": "RSA", "kid": "rsa-1", "alg": "RS256", "use": "sig", "n": n, "e": e},
-            {"kty": "EC", "kid": "ec-1", "crv": "P-256",
-             "x": b64url(&point[1..33]), "y": b64url(&point[33..65])},
-            {"kty": "OKP", "kid": "ed-1", "crv": "Ed25519", "x": b64url(self.ed.public_key_raw())},
-        ]})
-    }
-
-    fn sign(&self, alg: &str, kid: &str, claims: &Value) -> String {
-        let input = signing_input(&json!({"alg": alg, "typ": "JWT", "kid": kid}), claims);
-        let sig = match alg {
-            "RS256" => self.rsa.sign(input.as_bytes()).unwrap(),
-            "ES256" => ecdsa_der_to_jose(&self.ec.sign(input.as_bytes()).unwrap(), 32).unwrap(),
-            "EdDSA" => self.ed.sign(input.as_bytes()).unwrap(),
-            other => panic!("no key for {other}"),
-        };
-        compact(&input, &sig)
-    }
-}
+type Keys = TestKeys;
 
 fn now() -> u64 {
     SystemTime::now()

@@ -20,24 +20,6 @@ use nsight_operator::{
 };
 use serde_json::{json, Value};
 
-const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
-
-fn install_crds(kube: &Kube) {
-    for crd in nsight_api::crds::all() {
-        let name = crd.metadata.name.clone().unwrap();
-        kube.create(CRDS, &serde_json::to_value(&crd).unwrap());
-        let established = wait_for(Duration::from_secs(20), || {
-            let (_, got) = kube.request("GET", &format!("{CRDS}/{name}"), None);
-            got["status"]["conditions"]
-                .as_array()?
-                .iter()
-                .any(|c| c["type"] == "Established" && c["status"] == "True")
-                .then_some(())
-        });
-        assert!(established.is_some(), "CRD {name} not established");
-    }
-}
-
 /// Starts the webhook in-process on 127.0.0.1 with a fresh CA; returns (URL, CA PEM).
 fn start_webhook(rt: &tokio::runtime::Runtime, dir: &TempDir) -> (String, String) {
     use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
@@ -117,7 +99,11 @@ fn env_names(pod: &Value) -> Vec<String> {
 #[test]
 fn labelled_pod_is_injected_through_the_api_server() {
     let kube = Kube::start();
-    install_crds(&kube);
+    kube.install_crds(
+        nsight_api::crds::all()
+            .iter()
+            .map(|crd| serde_json::to_value(crd).unwrap()),
+    );
 
     // The CRD's CEL rule is enforced by the real server.
     let gateways = "/apis/nvidia.com/v1alpha1/namespaces/default/nsightgateways";

@@ -7,6 +7,9 @@
 //! latency while the agents are connected.
 //!
 //! `storage`: our S3 upload and download against the aws CLI (see `bench_storage.rs`).
+//!
+//! `recipes`: `cuda_gpu_kern_sum` through the Wasm host against sqlite3 and pandas (see
+//! `bench_recipes.rs`).
 
 use std::{
     net::SocketAddr,
@@ -41,8 +44,20 @@ pub fn run(layout: &Layout, args: &[String]) -> Result<()> {
         }
         Some("gateway") => crate::bench_gateway::gateway(),
         Some("nvtx") => crate::bench_nvtx::nvtx(layout),
+        Some("webhook") => crate::bench_webhook::webhook(layout),
+        Some("operator") => crate::bench_operator::operator(layout),
+        Some("recipes") => {
+            let rows = args
+                .get(1)
+                .map(|n| n.parse::<u64>())
+                .transpose()
+                .context("ROWS must be a number")?
+                .unwrap_or(10_000_000);
+            crate::bench_recipes::recipes(layout, rows)
+        }
         _ => bail!(
-            "usage: cargo xtask bench coordinator [AGENTS] | storage [SIZE_MIB] | gateway | nvtx"
+            "usage: cargo xtask bench coordinator [AGENTS] | storage [SIZE_MIB] | gateway | nvtx \
+             | recipes [ROWS] | webhook | operator"
         ),
     }
 }

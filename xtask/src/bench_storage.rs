@@ -2,7 +2,8 @@
 //! release build, `S3Store`) against the aws CLI (`awscli` in the venv) on the same random file
 //! and the same real s3s-fs server, in one run. Measures each process's wall time (start to
 //! exit) and peak RSS (`/usr/bin/time -f %M`), and checks that every downloaded file's SHA-256
-//! equals the original's.
+//! equals the original's. Our put is given the file's SHA-256 (as the agent's uploader, which
+//! hashes at spool time) and our get verifies against it, so verification is in the timings.
 
 use std::{
     fs::File,
@@ -157,10 +158,18 @@ pub fn storage(layout: &Layout, size_mib: u64) -> Result<()> {
     let aws_down_s = aws_down.to_string_lossy().into_owned();
     let ours_down_s = ours_down.to_string_lossy().into_owned();
     let aws_url = format!("s3://{BUCKET}/aws.bin");
+    // The put gets the file's digest, as the agent's uploader does (it hashes at spool time);
+    // the object keeps it, so our get verifies the download against it.
     let ours_args = |op: &str, file: &str| -> Vec<String> {
+        let digest: &[&str] = if op == "put" {
+            &["--sha256", &want]
+        } else {
+            &[]
+        };
         [op, "--endpoint", endpoint.as_str(), "--bucket", BUCKET]
             .into_iter()
             .chain(["--key", "ours.bin", "--file", file])
+            .chain(digest.iter().copied())
             .map(str::to_owned)
             .collect()
     };

@@ -17,6 +17,9 @@ const WASM_ONLY: &[&str] = &[
     "nsight-recipe-cuda-gpu-kern-sum",
     "nsight-recipe-cuda-api-sum",
     "nsight-recipe-sql",
+    "nsight-recipe-cuda-gpu-mem-time-sum",
+    "nsight-recipe-cuda-gpu-mem-size-sum",
+    "nsight-recipe-osrt-sum",
 ];
 
 fn host_cargo(layout: &Layout, subcommand: &str) -> Command {

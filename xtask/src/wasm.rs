@@ -29,6 +29,15 @@ pub const RECIPES: &[(&str, &str)] = &[
     ("nsight-recipe-cuda-gpu-kern-sum", "cuda_gpu_kern_sum"),
     ("nsight-recipe-cuda-api-sum", "cuda_api_sum"),
     ("nsight-recipe-sql", "sql"),
+    (
+        "nsight-recipe-cuda-gpu-mem-time-sum",
+        "cuda_gpu_mem_time_sum",
+    ),
+    (
+        "nsight-recipe-cuda-gpu-mem-size-sum",
+        "cuda_gpu_mem_size_sum",
+    ),
+    ("nsight-recipe-osrt-sum", "osrt_sum"),
 ];
 pub const UI_CRATE: &str = "nsight-ui";
 

@@ -11,6 +11,9 @@
 //! its push); an event is kept only if it began inside the current window (a range pushed before
 //! START is dropped when popped); each START opens a new generation, so a range begun in an old
 //! window never lands in a new one.
+//!
+//! Memory: a thread's ranges and marks are kept in [`compact`] form (48 bytes each, messages
+//! interned per thread); start/end ranges, which may cross threads, as full [`Event`]s.
 
 use std::{
     collections::HashMap,
@@ -21,6 +24,9 @@ use std::{
 };
 
 use crate::dump::{Dump, Event, EventKind, Payload, RegisteredString, ThreadName, Window};
+
+mod compact;
+use compact::{Chunks, Compact, Labels};
 
 /// What a caller says about an event (`nvtxEventAttributes_t`, decoded).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -37,8 +43,9 @@ pub struct Attrs {
 pub struct ThreadLog {
     tid: u32,
     /// Open push/pop ranges, innermost last: (domain, generation, the event if recorded).
-    stack: Vec<(u64, u64, Option<Event>)>,
-    events: Vec<Event>,
+    stack: Vec<(u64, u64, Option<Compact>)>,
+    events: Chunks,
+    labels: Labels,
 }
 
 /// A start/end range waiting for its end.
@@ -113,7 +120,8 @@ impl Recorder {
         let log = Arc::new(Mutex::new(ThreadLog {
             tid,
             stack: Vec::new(),
-            events: Vec::new(),
+            events: Chunks::default(),
+            labels: Labels::default(),
         }));
         lock(&self.threads).push(Arc::clone(&log));
         log
@@ -162,7 +170,7 @@ impl Recorder {
         let generation = self.generation.load(Ordering::Acquire);
         let event = self
             .is_recording()
-            .then(|| self.event(EventKind::PushPop, now, log.tid, domain, attrs()));
+            .then(|| Compact::new(EventKind::PushPop, now, domain, attrs(), &mut log.labels));
         let level = log.stack.iter().filter(|(d, _, _)| *d == domain).count();
         log.stack.push((domain, generation, event));
         i32::try_from(level).unwrap_or(i32::MAX)
@@ -176,7 +184,7 @@ impl Recorder {
         let (_, generation, event) = log.stack.remove(index);
         if let Some(mut event) = event {
             if self.is_recording() && generation == self.generation.load(Ordering::Acquire) {
-                event.end = Some(now);
+                event.end_at(now);
                 log.events.push(event);
             }
         }
@@ -187,7 +195,7 @@ impl Recorder {
     /// `nvtxMark*`.
     pub fn mark(&self, log: &mut ThreadLog, now: u64, domain: u64, attrs: impl FnOnce() -> Attrs) {
         if self.is_recording() {
-            let event = self.event(EventKind::Mark, now, log.tid, domain, attrs());
+            let event = Compact::new(EventKind::Mark, now, domain, attrs(), &mut log.labels);
             log.events.push(event);
         }
     }
@@ -272,11 +280,19 @@ impl Recorder {
         let mut events = Vec::new();
         if was_recording {
             for log in lock(&self.threads).iter() {
-                let mut log = lock(log);
-                events.extend(log.events.drain(..).filter(|e| in_window(e)));
+                let mut guard = lock(log);
+                let log = &mut *guard;
+                let keep = |e: &Compact| e.start >= start_ns && e.start <= now;
+                let (tid, labels) = (log.tid, &log.labels);
+                events.extend(
+                    log.events
+                        .drain()
+                        .filter(|e| keep(e))
+                        .map(|e| e.expand(tid, labels)),
+                );
                 for (_, g, open) in &log.stack {
-                    if let Some(e) = open.as_ref().filter(|e| *g == generation && in_window(e)) {
-                        events.push(e.clone());
+                    if let Some(e) = open.as_ref().filter(|e| *g == generation && keep(e)) {
+                        events.push(e.expand(tid, labels));
                     }
                 }
             }

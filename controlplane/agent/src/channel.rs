@@ -5,10 +5,18 @@
 //! Resumption: the coordinator re-sends START (or STOP) to an agent that reconnects in the middle
 //! of a collection, and the backend's `start`/`stop` are called again for the same IDs: backends
 //! must treat a repeated command for the current collection as a no-op that answers again.
+//!
+//! Target exit ([`run_until_exit`]): when the profiled program ends in the middle of a
+//! collection, the backend writes and uploads what was captured
+//! ([`Backend::target_exited`]) and the channel reports it unasked (`Uploaded`, or `Failed` with
+//! the reason), which the coordinator accepts before STOP. It then half-closes the stream, waits
+//! for the coordinator to close its side (so the report is delivered, not lost in a buffer) and
+//! returns. If the stream is down at that moment it reconnects for up to
+//! [`EXIT_DELIVERY_TIMEOUT`] to deliver it.
 
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_stream::{wrappers::ReceiverStream, StreamExt};
 
 use crate::proto::{
@@ -126,7 +134,26 @@ pub trait Backend: Send {
     /// Stop collecting and upload; returns the object keys. Called again after a reconnect
     /// while the coordinator still waits for this collection.
     async fn stop(&mut self, at: &CollectionRef) -> Result<Vec<String>, String>;
+    /// The profiled program ended (`how`, e.g. `exit code 3`). If a collection was active, end
+    /// it, upload what was captured and return its outcome: the keys, or why nothing could be
+    /// stored. Called once; a later `stop` for the same collection must answer the same keys.
+    async fn target_exited(&mut self, how: &str) -> Option<FinalReport> {
+        let _ = how;
+        None
+    }
 }
+
+/// The outcome of a collection cut short by the target's exit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FinalReport {
+    pub at: CollectionRef,
+    pub result: Result<Vec<String>, String>,
+}
+
+/// How long the agent keeps trying to deliver the final report after the target exited.
+pub const EXIT_DELIVERY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long it waits for the coordinator to close the stream after the final report.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Why the channel gave up for good.
 #[derive(Debug, thiserror::Error)]
@@ -162,17 +189,78 @@ pub async fn run(
     backend: &mut dyn Backend,
     events: mpsc::UnboundedSender<Event>,
 ) -> Result<(), ChannelError> {
-    let mut backoff = Duration::from_millis(100);
+    let (_never, exited) = watch::channel(None);
+    run_until_exit(config, backend, events, exited).await
+}
+
+/// Waits until `exited` holds how the target ended. A dropped sender never fires.
+async fn target_gone(exited: &mut watch::Receiver<Option<String>>) -> String {
     loop {
-        match session(&config, backend, &events).await {
+        if let Some(how) = exited.borrow_and_update().clone() {
+            return how;
+        }
+        if exited.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// The final report, computed once after the target exited.
+#[derive(Debug)]
+enum Exit {
+    Running,
+    /// Exited; `None`: nothing was being collected.
+    Exited(Option<FinalReport>),
+}
+
+/// [`run`], ending when the target has exited (`exited` set to how) and the final report, if
+/// any, was delivered (or [`EXIT_DELIVERY_TIMEOUT`] passed).
+pub async fn run_until_exit(
+    config: AgentConfig,
+    backend: &mut dyn Backend,
+    events: mpsc::UnboundedSender<Event>,
+    mut exited: watch::Receiver<Option<String>>,
+) -> Result<(), ChannelError> {
+    let mut backoff = Duration::from_millis(100);
+    let mut exit = Exit::Running;
+    let mut deadline: Option<tokio::time::Instant> = None;
+    loop {
+        match session(&config, backend, &events, &mut exited, &mut exit).await {
             Ok(SessionEnd::Refused(reason)) => return Err(ChannelError::Refused(reason)),
+            Ok(SessionEnd::Finished) => return Ok(()),
             Ok(SessionEnd::Dropped(reason)) | Err(reason) => {
                 if events.send(Event::Disconnected { reason }).is_err() {
                     return Ok(());
                 }
             }
         }
-        tokio::time::sleep(with_jitter(backoff)).await;
+        if let Exit::Running = exit {
+            let how = exited.borrow().clone();
+            if let Some(how) = how {
+                exit = Exit::Exited(backend.target_exited(&how).await);
+            }
+        }
+        match &exit {
+            Exit::Exited(None) => return Ok(()),
+            Exit::Exited(Some(report)) => {
+                let until = *deadline
+                    .get_or_insert_with(|| tokio::time::Instant::now() + EXIT_DELIVERY_TIMEOUT);
+                if tokio::time::Instant::now() >= until {
+                    tracing::error!(
+                        session = %report.at.session,
+                        collection = report.at.collection,
+                        "the target exited and the coordinator could not be reached to report \
+                         the collection's upload; it will mark this agent lost"
+                    );
+                    return Ok(());
+                }
+            }
+            Exit::Running => {}
+        }
+        tokio::select! {
+            () = tokio::time::sleep(with_jitter(backoff)) => {}
+            _ = target_gone(&mut exited), if matches!(exit, Exit::Running) => {}
+        }
         backoff = (backoff * 2).min(config.max_backoff);
     }
 }
@@ -192,12 +280,16 @@ fn with_jitter(base: Duration) -> Duration {
 enum SessionEnd {
     Refused(String),
     Dropped(String),
+    /// The target exited and its final report (if any) was delivered.
+    Finished,
 }
 
 async fn session(
     config: &AgentConfig,
     backend: &mut dyn Backend,
     events: &mpsc::UnboundedSender<Event>,
+    exited: &mut watch::Receiver<Option<String>>,
+    exit: &mut Exit,
 ) -> Result<SessionEnd, String> {
     let mut client = connect(config).await?;
     let (tx, rx) = mpsc::channel::<AgentMessage>(16);
@@ -225,8 +317,15 @@ async fn session(
         .map_err(|e| format!("coordinator refused the stream: {}", e.message()))?
         .into_inner();
     let mut heartbeat = tokio::time::interval(Duration::from_secs(5));
-    loop {
+    let final_message = loop {
         tokio::select! {
+            how = target_gone(exited), if matches!(exit, Exit::Running) => {
+                *exit = Exit::Exited(backend.target_exited(&how).await);
+            }
+            _ = std::future::ready(()), if matches!(exit, Exit::Exited(_)) => {
+                let Exit::Exited(report) = &exit else { continue };
+                break report.clone();
+            }
             _ = heartbeat.tick() => {
                 if !send(Out::Heartbeat(Heartbeat {})).await {
                     return Ok(SessionEnd::Dropped("outbound stream closed".into()));
@@ -277,5 +376,44 @@ async fn session(
                 }
             }
         }
+    };
+    if let Some(FinalReport { at, result }) = final_message {
+        let message = match result {
+            Ok(keys) => {
+                let _ = events.send(Event::Stopped {
+                    at: at.clone(),
+                    keys: keys.clone(),
+                });
+                Out::Uploaded(Uploaded {
+                    session: at.session,
+                    collection: at.collection,
+                    keys,
+                })
+            }
+            Err(reason) => {
+                let _ = events.send(Event::Failed {
+                    at: at.clone(),
+                    reason: reason.clone(),
+                });
+                Out::Failed(Failed {
+                    session: at.session,
+                    collection: at.collection,
+                    reason,
+                })
+            }
+        };
+        if !send(message).await {
+            return Ok(SessionEnd::Dropped("outbound stream closed".into()));
+        }
     }
+    // Half-close; the coordinator reads everything before it, then closes its side.
+    drop(tx);
+    let closed = tokio::time::timeout(CLOSE_TIMEOUT, async {
+        while let Some(Ok(_)) = inbound.next().await {}
+    })
+    .await;
+    if closed.is_err() {
+        tracing::warn!("the coordinator did not close the stream after the final report");
+    }
+    Ok(SessionEnd::Finished)
 }

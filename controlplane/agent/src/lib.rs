@@ -11,10 +11,11 @@
 //! backends plug in through [`channel::Backend`]. [`run`] is `nsight-agent run`; [`nvtx`] talks
 //! to the injected processes; [`report`] writes the SQLite export (pure over a connection);
 //! [`publish`] names and uploads reports; [`nsys`] is the nsys backend's command lines and state
-//! machine; [`preflight`] the diagnostics sent at registration.
+//! machine, [`nsys_run`] runs them; [`preflight`] the diagnostics sent at registration.
 
 pub mod channel;
 pub mod nsys;
+pub mod nsys_run;
 pub mod nvtx;
 pub mod preflight;
 pub mod proto;

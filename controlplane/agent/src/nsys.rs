@@ -208,6 +208,24 @@ impl NsysState {
         self.last = Some((at.clone(), keys));
     }
 
+    /// A command failed before the collection produced anything: back to idle, nothing to
+    /// answer again.
+    pub fn abandon(&mut self) {
+        self.phase = Phase::Idle;
+    }
+
+    /// The collection in progress, if any.
+    pub fn current(&self) -> Option<&CollectionRef> {
+        match &self.phase {
+            Phase::Collecting(at) => Some(at),
+            Phase::Idle => None,
+        }
+    }
+
+    pub fn commands(&self) -> &NsysCommands {
+        &self.commands
+    }
+
     /// The report and its export of `at`.
     pub fn outputs(&self, at: &CollectionRef) -> (PathBuf, PathBuf) {
         let rep = report_path(&self.dir, at);

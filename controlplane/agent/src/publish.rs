@@ -107,6 +107,51 @@ impl Publisher {
     }
 }
 
+impl Publisher {
+    /// Uploads finished report files of one process (the nsys backend's `.nsys-rep` and its
+    /// `.sqlite`), named by the layout; returns the stored keys. Fails only when none was
+    /// stored.
+    pub async fn publish_files(
+        &self,
+        at: (&str, &str),
+        process: (&str, u32),
+        files: &[(PathBuf, ReportKind)],
+    ) -> Result<Vec<String>, String> {
+        let (session, collection) = at;
+        let mut errors = Vec::new();
+        for (path, kind) in files {
+            let key = report_key(
+                &self.tag,
+                session,
+                collection,
+                process.0,
+                &self.instance,
+                process.1,
+                *kind,
+            );
+            if let Err(e) = self.uploader.spool(path, &key.to_key()).await {
+                errors.push(chain(&e));
+            }
+        }
+        let report = self.uploader.drain().await.map_err(|e| chain(&e))?;
+        for failed in &report.failed {
+            errors.push(format!("{}: {}", failed.key, chain(&failed.error)));
+        }
+        let keys = report.keys();
+        if keys.is_empty() {
+            return Err(if errors.is_empty() {
+                "no report file to store".to_owned()
+            } else {
+                errors.join("; ")
+            });
+        }
+        for e in &errors {
+            tracing::warn!(error = %e, "a report was not stored");
+        }
+        Ok(keys)
+    }
+}
+
 /// An error with its causes, `a: b: c`.
 pub fn chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();

@@ -14,10 +14,12 @@ use std::{
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use crate::{
-    channel::{self, AgentConfig, Backend, CollectionRef},
+    channel::{self, AgentConfig, Backend, CollectionRef, FinalReport},
+    nsys::{NsysCommands, NsysState},
+    nsys_run::{self, NsysBackend},
     nvtx::ControlServer,
     publish::Publisher,
 };
@@ -38,13 +40,21 @@ pub struct RunOptions {
     pub mode: Mode,
     pub duration: Option<Duration>,
     pub argv: Vec<String>,
-    /// The injection library (`libnsight_nvtx.so`).
-    pub nvtx_lib: PathBuf,
+    pub backend: BackendKind,
     /// Scratch space: control socket, dumps, reports before spooling.
     pub work_dir: PathBuf,
     /// Coordinator mode: who we are and where the coordinator is (`pid` and `process_name` are
     /// filled in from the target).
     pub agent: Option<AgentConfig>,
+}
+
+/// Which profiler runs the target.
+#[derive(Debug)]
+pub enum BackendKind {
+    /// The built-in NVTX capture, with the injection library (`libnsight_nvtx.so`).
+    Nvtx(PathBuf),
+    /// Nsight Systems, with these command lines.
+    Nsys(NsysCommands),
 }
 
 /// The `nvtx` backend behind the coordinator channel.
@@ -81,6 +91,44 @@ impl Backend for NvtxBackend<'_> {
         self.last = Some((at.clone(), keys.clone()));
         Ok(keys)
     }
+
+    async fn target_exited(&mut self, how: &str) -> Option<FinalReport> {
+        let at = self.current.take()?;
+        let collection = at.collection.to_string();
+        let dumps = self.server.stop(&collection).await;
+        let result = if dumps.is_empty() {
+            Err(format!(
+                "the target exited ({how}) during the collection and no process left NVTX data \
+                 (none made an NVTX call while collecting, or it was killed before it could \
+                 write its dump)"
+            ))
+        } else {
+            self.publisher
+                .publish(&at.session, &collection, &dumps)
+                .await
+                .map_err(|e| format!("the target exited ({how}) during the collection: {e}"))
+        };
+        match &result {
+            Ok(keys) => {
+                tracing::info!(?keys, how, "target exited while collecting; reports stored")
+            }
+            Err(e) => tracing::error!(error = %e, "target exited while collecting"),
+        }
+        if let Ok(keys) = &result {
+            self.last = Some((at.clone(), keys.clone()));
+        }
+        Some(FinalReport { at, result })
+    }
+}
+
+/// `exit code N` or `killed by signal N`, for messages.
+pub fn describe(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt as _;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit code {code}"),
+        (None, Some(signal)) => format!("killed by signal {signal}"),
+        (None, None) => "unknown status".into(),
+    }
 }
 
 /// The exit code a shell would report for `status`.
@@ -104,17 +152,113 @@ fn launch_session() -> String {
 
 /// Runs the target to completion; returns its exit code.
 pub async fn run(options: RunOptions, publisher: Publisher) -> anyhow::Result<i32> {
-    let Some(program) = options.argv.first() else {
+    if options.argv.is_empty() {
         anyhow::bail!("nothing to run: give the program after `--`");
-    };
+    }
     std::fs::create_dir_all(&options.work_dir)?;
+    match &options.backend {
+        BackendKind::Nvtx(lib) => {
+            let lib = lib.clone();
+            run_nvtx(options, &lib, publisher).await
+        }
+        BackendKind::Nsys(commands) => {
+            let commands = commands.clone();
+            run_nsys(options, commands, publisher).await
+        }
+    }
+}
+
+/// Coordinator mode: follows the coordinator until the target has exited (`wait`) and the
+/// collection it cut short, if any, is reported; returns the target's status.
+async fn follow_coordinator(
+    config: AgentConfig,
+    backend: &mut dyn Backend,
+    wait: impl std::future::Future<Output = anyhow::Result<ExitStatus>>,
+) -> anyhow::Result<ExitStatus> {
+    let (events_tx, mut events_rx) = mpsc::unbounded_channel();
+    let log_events = tokio::spawn(async move {
+        while let Some(event) = events_rx.recv().await {
+            tracing::info!(?event, "channel");
+        }
+    });
+    // The channel runs until the target has exited and the collection it cut short (if any) is
+    // reported; the target keeps running if the channel gives up first.
+    let (exit_tx, exit_rx) = watch::channel(None);
+    let wait = async {
+        let status = wait.await;
+        let how = match &status {
+            Ok(s) => describe(*s),
+            Err(e) => format!("wait failed: {e}"),
+        };
+        tracing::info!(how, "target exited");
+        let _ = exit_tx.send(Some(how));
+        status
+    };
+    let channel = async {
+        if let Err(e) = channel::run_until_exit(config, backend, events_tx, exit_rx).await {
+            tracing::error!(error = %e, "the coordinator channel ended; the target keeps running");
+        }
+    };
+    let (status, ()) = tokio::join!(wait, channel);
+    log_events.abort();
+    status
+}
+
+/// The `nsys` backend: `nsys profile` (launch mode) or `nsys launch` + start/stop per
+/// collection (coordinator mode).
+async fn run_nsys(
+    options: RunOptions,
+    commands: NsysCommands,
+    publisher: Publisher,
+) -> anyhow::Result<i32> {
+    let dir = options.work_dir.join("nsys");
+    std::fs::create_dir_all(&dir)?;
+    let state = NsysState::new(commands, dir);
+    match options.mode {
+        Mode::Launch => {
+            let session = launch_session();
+            nsys_run::run_profile(
+                &state,
+                &publisher,
+                &options.argv,
+                options.duration,
+                &session,
+            )
+            .await
+        }
+        Mode::Coordinator => {
+            let Some(mut config) = options.agent else {
+                anyhow::bail!("coordinator mode needs --coordinator (or NSIGHT_COORDINATOR_URL)");
+            };
+            let (child, pid) = nsys_run::spawn(&state.commands().launch(&options.argv))?;
+            config.pid = pid;
+            config.process_name = nsys_run::process_name(&options.argv);
+            let mut backend = NsysBackend {
+                state,
+                publisher: &publisher,
+                process: (config.process_name.clone(), pid),
+            };
+            let status =
+                follow_coordinator(config, &mut backend, nsys_run::wait(child, pid)).await?;
+            Ok(exit_code(status))
+        }
+    }
+}
+
+/// The `nvtx` backend: the target with the injection library.
+async fn run_nvtx(
+    options: RunOptions,
+    nvtx_lib: &std::path::Path,
+    publisher: Publisher,
+) -> anyhow::Result<i32> {
+    let program = &options.argv[0];
     let server = ControlServer::bind(
         &options.work_dir.join("control.sock"),
         &options.work_dir.join("dumps"),
     )?;
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(&options.argv[1..])
-        .env("NVTX_INJECTION64_PATH", &options.nvtx_lib)
+        .env("NVTX_INJECTION64_PATH", nvtx_lib)
         .env(nsight_nvtx::ENV_CONTROL, server.socket())
         .env(nsight_nvtx::ENV_DUMP_DIR, server.dump_dir())
         .env(ENV_AGENT_ACTIVE, "1");
@@ -134,10 +278,10 @@ pub async fn run(options: RunOptions, publisher: Publisher) -> anyhow::Result<i3
             let session = launch_session();
             let status = match options.duration {
                 Some(d) => tokio::select! {
-                    status = child.wait() => Some(status?),
+                    status = wait_child(&mut child) => Some(status?),
                     () = tokio::time::sleep(d) => None,
                 },
-                None => Some(child.wait().await?),
+                None => Some(wait_child(&mut child).await?),
             };
             let dumps = server.stop("1").await;
             let keys = publisher.publish(&session, "1", &dumps).await;
@@ -147,7 +291,7 @@ pub async fn run(options: RunOptions, publisher: Publisher) -> anyhow::Result<i3
             }
             match status {
                 Some(s) => s,
-                None => child.wait().await?,
+                None => wait_child(&mut child).await?,
             }
         }
         Mode::Coordinator => {
@@ -155,35 +299,38 @@ pub async fn run(options: RunOptions, publisher: Publisher) -> anyhow::Result<i3
                 anyhow::bail!("coordinator mode needs --coordinator (or NSIGHT_COORDINATOR_URL)");
             };
             config.pid = pid;
-            config.process_name = std::path::Path::new(program)
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_else(|| program.clone());
+            config.process_name = nsys_run::process_name(&options.argv);
             let mut backend = NvtxBackend {
                 server: &server,
                 publisher: &publisher,
                 current: None,
                 last: None,
             };
-            let (events_tx, mut events_rx) = mpsc::unbounded_channel();
-            let log_events = tokio::spawn(async move {
-                while let Some(event) = events_rx.recv().await {
-                    tracing::info!(?event, "channel");
-                }
-            });
-            let status = tokio::select! {
-                status = child.wait() => status?,
-                result = channel::run(config, &mut backend, events_tx) => {
-                    if let Err(e) = result {
-                        tracing::error!(error = %e, "the coordinator channel ended; the target keeps running");
-                    }
-                    child.wait().await?
-                }
-            };
-            log_events.abort();
-            status
+            follow_coordinator(config, &mut backend, async {
+                Ok(wait_child(&mut child).await?)
+            })
+            .await?
         }
     };
     forwarding.abort();
     Ok(exit_code(status))
+}
+
+/// How often [`wait_child`] also asks the kernel directly.
+const CHILD_POLL: Duration = Duration::from_millis(500);
+
+/// The target's exit status. tokio learns of a child's exit from SIGCHLD; should that wake-up
+/// ever be missed (seen once in CI, under heavy load, as an agent waiting forever for a target
+/// that had exited), a periodic non-blocking `waitpid` still ends the wait.
+pub(crate) async fn wait_child(child: &mut tokio::process::Child) -> std::io::Result<ExitStatus> {
+    loop {
+        tokio::select! {
+            status = child.wait() => return status,
+            () = tokio::time::sleep(CHILD_POLL) => {
+                if let Some(status) = child.try_wait()? {
+                    return Ok(status);
+                }
+            }
+        }
+    }
 }

@@ -14,21 +14,29 @@ fn host_calls_describe_on_the_nvtx_sum_component() {
     assert_eq!(info.name, "nvtx_sum");
     assert_eq!(info.display_name, "NVTX Range Summary");
     let names: Vec<&str> = info.arguments.iter().map(|a| a.name.as_str()).collect();
-    assert_eq!(names, ["timeunit"]);
+    assert_eq!(names, ["timeunit", "filter-time", "filter-nvtx"]);
     assert_eq!(info.arguments[0].default_value.as_deref(), Some("nsec"));
 }
 
 #[test]
 fn every_recipe_describes_itself() {
+    const STATS: [&str; 3] = ["timeunit", "filter-time", "filter-nvtx"];
     let host = RecipeHost::new(Limits::default()).unwrap();
     for (file, name, args) in [
-        ("nvtx_sum", "nvtx_sum", &["timeunit"][..]),
+        ("nvtx_sum", "nvtx_sum", &STATS[..]),
         (
             "cuda_gpu_kern_sum",
             "cuda_gpu_kern_sum",
-            &["timeunit", "name"][..],
+            &["timeunit", "name", "filter-time", "filter-nvtx"][..],
         ),
-        ("cuda_api_sum", "cuda_api_sum", &["timeunit"][..]),
+        ("cuda_api_sum", "cuda_api_sum", &STATS[..]),
+        ("cuda_gpu_mem_time_sum", "cuda_gpu_mem_time_sum", &STATS[..]),
+        (
+            "cuda_gpu_mem_size_sum",
+            "cuda_gpu_mem_size_sum",
+            &STATS[1..],
+        ),
+        ("osrt_sum", "osrt_sum", &STATS[..]),
         ("sql", "sql", &["query", "limit"][..]),
     ] {
         let component = host

@@ -3,6 +3,7 @@
 //! (SQL in tests/oracle/, run by the sqlite3 CLI): the same rows in the same order, integers
 //! equal, and each rounded value exactly the double nearest to the oracle's rounded value.
 //! Reports that lack a recipe's table must give an empty table and the note saying so.
+//! `--filter-time`/`--filter-nvtx` are checked in recipe_filter.rs.
 
 #![allow(
     clippy::unwrap_used,
@@ -13,142 +14,26 @@
 
 mod common;
 
-use std::path::Path;
-
-use common::{has_column, has_table, recipe, reports, short, sqlite3_json};
-use nsight_analysis::{RecipeOutput, Table, Value};
-
-/// One summary recipe and its oracle.
-struct Case {
-    recipe: &'static str,
-    oracle: &'static str,
-    table: &'static str,
-    /// The JSON keys of the label columns, in column order.
-    labels: &'static [&'static str],
-}
-
-const NVTX: Case = Case {
-    recipe: "nvtx_sum",
-    oracle: include_str!("oracle/nvtx_sum.sql"),
-    table: "NVTX_EVENTS",
-    labels: &["style", "name"],
+use common::{
+    has_column, has_table,
+    oracle::{
+        assert_matches, check_output, run, Case, ALL, API, KERN, MEM_SIZE, MEM_TIME, NVTX, OSRT,
+        TIMED,
+    },
+    recipe, reports, short, sqlite3_json,
 };
-const KERN: Case = Case {
-    recipe: "cuda_gpu_kern_sum",
-    oracle: include_str!("oracle/cuda_gpu_kern_sum.sql"),
-    table: "CUPTI_ACTIVITY_KIND_KERNEL",
-    labels: &["name"],
-};
-const API: Case = Case {
-    recipe: "cuda_api_sum",
-    oracle: include_str!("oracle/cuda_api_sum.sql"),
-    table: "CUPTI_ACTIVITY_KIND_RUNTIME",
-    labels: &["name"],
-};
-
-fn run(recipe_name: &str, report: &Path, args: &[(&str, &str)]) -> RecipeOutput {
-    let args: Vec<(String, String)> = args
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    common::host()
-        .run(&recipe(recipe_name), report, &args)
-        .unwrap_or_else(|e| panic!("{recipe_name} on {}: {e:?}", short(report)))
-}
-
-fn same(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Null, Value::Null) => true,
-        (Value::Int(x), Value::Int(y)) => x == y,
-        (Value::Real(x), Value::Real(y)) => x == y,
-        (Value::Text(x), Value::Text(y)) => x == y,
-        _ => false,
-    }
-}
-
-/// The row the recipe must produce for one oracle row, with time columns in `unit` (ns per
-/// unit; 1 for nsec, where Total, Min and Max stay integers).
-fn expected_row(
-    oracle: &serde_json::Map<String, serde_json::Value>,
-    case: &Case,
-    unit: f64,
-) -> Vec<Value> {
-    let int = |k: &str| {
-        oracle[k]
-            .as_i64()
-            .unwrap_or_else(|| panic!("{k} in {oracle:?}"))
-    };
-    let tenths = |k: &str| int(k) as f64 / 10.0;
-    let whole = |k: &str| {
-        if unit == 1.0 {
-            Value::Int(int(k))
-        } else {
-            Value::Real(int(k) as f64 / unit)
-        }
-    };
-    let mut row = vec![
-        if oracle["pct10"].is_null() {
-            Value::Null
-        } else {
-            Value::Real(tenths("pct10"))
-        },
-        whole("total"),
-        Value::Int(int("num")),
-        Value::Real(tenths("avg10") / unit),
-        Value::Real(tenths("med10") / unit),
-        whole("min"),
-        whole("max"),
-        Value::Real(tenths("sd10") / unit),
-    ];
-    row.extend(
-        case.labels
-            .iter()
-            .map(|k| Value::Text(oracle[*k].as_str().unwrap().to_owned())),
-    );
-    row
-}
-
-/// Asserts that `table` equals the oracle's rows, row by row; returns the row count.
-fn assert_matches(case: &Case, report: &Path, table: &Table, oracle_sql: &str, unit: f64) -> usize {
-    let oracle = sqlite3_json(report, oracle_sql);
-    let at = format!("{} on {}", case.recipe, short(report));
-    assert_eq!(table.rows.len(), oracle.len(), "{at}: row count");
-    for (i, (row, want)) in table.rows.iter().zip(&oracle).enumerate() {
-        let want = expected_row(want, case, unit);
-        assert_eq!(row.len(), want.len(), "{at}: row {i} width");
-        let equal = row.iter().zip(&want).all(|(a, b)| same(a, b));
-        assert!(equal, "{at}: row {i}\n   got {row:?}\n  want {want:?}");
-    }
-    oracle.len()
-}
 
 /// Runs `case` on every report; returns how many had rows.
 fn check_every_report(case: &Case, args: &[(&str, &str)], unit: f64) -> usize {
     let mut with_rows = 0;
     for report in reports() {
         let out = run(case.recipe, &report, args);
-        assert_eq!(out.tables.len(), 1, "{}: {:?}", short(&report), out.notes);
-        let table = &out.tables[0];
-        assert_eq!(table.name, case.recipe);
-        if !has_table(&report, case.table) {
-            let note = format!("table {} not in this report", case.table);
-            assert!(
-                out.notes.iter().any(|n| n.contains(&note)),
-                "{} on {}: expected the note {note:?}, got {:?}",
-                case.recipe,
-                short(&report),
-                out.notes
-            );
-            assert!(table.rows.is_empty());
-            println!("{:<20} {:<45} note: {note}", case.recipe, short(&report));
-            continue;
-        }
-        let sql = case.oracle.replace("NAME_COLUMN", "demangledName");
-        let n = assert_matches(case, &report, table, &sql, unit);
+        let n = check_output(case, &report, &out, ALL, unit);
         println!(
-            "{:<20} {:<45} {n} rows match the oracle",
+            "{:<22} {:<45} {n} rows match the oracle; notes {:?}",
             case.recipe,
-            short(&report)
+            short(&report),
+            out.notes
         );
         if n > 0 {
             with_rows += 1;
@@ -174,6 +59,77 @@ fn cuda_api_sum_matches_the_oracle_on_every_report() {
 }
 
 #[test]
+fn cuda_gpu_mem_time_sum_matches_the_oracle_on_every_report() {
+    // Every report but the three sampled_callchains ones has memory copies.
+    assert_eq!(check_every_report(&MEM_TIME, &[], 1.0), reports().len() - 3);
+}
+
+#[test]
+fn cuda_gpu_mem_size_sum_matches_the_oracle_on_every_report() {
+    assert_eq!(check_every_report(&MEM_SIZE, &[], 1.0), reports().len() - 3);
+}
+
+#[test]
+fn osrt_sum_matches_the_oracle_on_every_report() {
+    // Only the three sampled_callchains reports traced the OS runtime.
+    assert_eq!(check_every_report(&OSRT, &[], 1.0), 3);
+}
+
+#[test]
+fn memory_operations_are_named_by_the_reports_copy_kind_labels() {
+    let names = |report: &str| -> Vec<String> {
+        let out = run(
+            "cuda_gpu_mem_time_sum",
+            &common::testdata_dir().join(report),
+            &[],
+        );
+        let mut names: Vec<String> = out.tables[0]
+            .rows
+            .iter()
+            .map(|r| match r.last() {
+                Some(nsight_analysis::Value::Text(s)) => s.clone(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        names.sort();
+        names
+    };
+    // 2023.1 export: labels from ENUM_CUDA_MEMCPY_OPER.
+    assert_eq!(
+        names("gtls/report1.sqlite"),
+        [
+            "[CUDA memcpy Device-to-Device]",
+            "[CUDA memcpy Device-to-Host]",
+            "[CUDA memcpy Host-to-Device]",
+            "[CUDA memset]"
+        ]
+    );
+    // 2022.1 export without the enum table: CUPTI's short names.
+    assert_eq!(
+        names("extrap/con_kernel.sqlite"),
+        ["[CUDA memcpy DtoH]", "[CUDA memcpy HtoD]", "[CUDA memset]"]
+    );
+}
+
+#[test]
+fn osrt_sum_notes_the_rows_of_other_event_classes() {
+    for report in reports() {
+        if !has_table(&report, "OSRT_API") {
+            continue;
+        }
+        let rows = sqlite3_json(
+            &report,
+            "SELECT count(*) AS n FROM OSRT_API WHERE eventClass IS NOT 27",
+        );
+        let n = rows[0]["n"].as_i64().unwrap();
+        let noted = run("osrt_sum", &report, &[]).notes.iter().any(|note| {
+            note.starts_with(&format!("{n} rows of OSRT_API are not of event class 27"))
+        });
+        assert_eq!(noted, n > 0, "{}", short(&report));
+    }
+}
+
+#[test]
 fn cuda_api_sum_notes_the_backtrace_rows_it_leaves_out() {
     for report in reports() {
         let rows = sqlite3_json(
@@ -190,11 +146,12 @@ fn cuda_api_sum_notes_the_backtrace_rows_it_leaves_out() {
 
 #[test]
 fn kernel_names_base_and_mangled_match_the_oracle() {
+    let table = KERN.tables[0];
     for (variant, column) in [("base", "shortName"), ("mangled", "mangledName")] {
         for report in reports() {
             let out = run("cuda_gpu_kern_sum", &report, &[("name", variant)]);
-            let present = has_column(&report, KERN.table, column);
-            let note = format!("column {}.{column} not in this report", KERN.table);
+            let present = has_column(&report, table, column);
+            let note = format!("column {table}.{column} not in this report");
             assert_eq!(
                 out.notes.iter().any(|n| n.contains(&note)),
                 !present,
@@ -206,7 +163,7 @@ fn kernel_names_base_and_mangled_match_the_oracle() {
                 "NAME_COLUMN",
                 if present { column } else { "demangledName" },
             );
-            let n = assert_matches(&KERN, &report, &out.tables[0], &sql, 1.0);
+            let n = assert_matches(&KERN, &report, &out.tables[0], &sql, ALL, 1.0);
             println!(
                 "cuda_gpu_kern_sum --name {variant:<8} {:<40} {n} rows",
                 short(&report)
@@ -225,7 +182,7 @@ fn timeunit_divides_the_rounded_nanosecond_statistics() {
             ("msec", 1e6, "(ms)"),
             ("sec", 1e9, "(s)"),
         ][i % 3];
-        for case in [&NVTX, &KERN, &API] {
+        for case in TIMED {
             let out = run(case.recipe, report, &[("timeunit", unit)]);
             let table = &out.tables[0];
             assert_eq!(table.columns[1].name, format!("Total Time {header}"));
@@ -233,10 +190,7 @@ fn timeunit_divides_the_rounded_nanosecond_statistics() {
                 table.columns[3].unit.as_deref(),
                 Some(&header[1..header.len() - 1])
             );
-            if has_table(report, case.table) {
-                let sql = case.oracle.replace("NAME_COLUMN", "demangledName");
-                assert_matches(case, report, table, &sql, nanos);
-            }
+            check_output(case, report, &out, ALL, nanos);
         }
     }
 }
@@ -257,6 +211,12 @@ fn bad_arguments_are_the_recipes_error() {
             "unknown argument --bogus",
         ),
         ("cuda_gpu_kern_sum", vec![("name", "short")], "--name short"),
+        (
+            "cuda_gpu_mem_size_sum",
+            vec![("timeunit", "usec")],
+            "unknown argument --timeunit",
+        ),
+        ("osrt_sum", vec![("timeunit", "hours")], "--timeunit hours"),
     ] {
         let args: Vec<(String, String)> = args
             .iter()

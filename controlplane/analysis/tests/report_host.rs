@@ -109,6 +109,8 @@ fn a_sqlite_file_that_is_not_an_nsys_export_gives_notes() {
         ("nvtx_sum", "NVTX_EVENTS"),
         ("cuda_gpu_kern_sum", "CUPTI_ACTIVITY_KIND_KERNEL"),
         ("cuda_api_sum", "CUPTI_ACTIVITY_KIND_RUNTIME"),
+        ("cuda_gpu_mem_time_sum", "CUPTI_ACTIVITY_KIND_MEMCPY"),
+        ("osrt_sum", "OSRT_API"),
     ] {
         let out = common::host().run(&recipe(name), &path, &[]).unwrap();
         let notes = out.notes.join("\n");

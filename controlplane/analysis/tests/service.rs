@@ -189,7 +189,15 @@ fn a_job_writes_the_recipes_csv_a_notebook_and_a_page() {
         .collect();
     assert_eq!(
         names,
-        ["cuda_api_sum", "cuda_gpu_kern_sum", "nvtx_sum", "sql"]
+        [
+            "cuda_api_sum",
+            "cuda_gpu_kern_sum",
+            "cuda_gpu_mem_size_sum",
+            "cuda_gpu_mem_time_sum",
+            "nvtx_sum",
+            "osrt_sum",
+            "sql"
+        ]
     );
     let (status, recipe) = svc.get("/v1/recipes/cuda_gpu_kern_sum");
     assert_eq!(status, 200);

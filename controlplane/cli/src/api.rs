@@ -407,6 +407,10 @@ pub struct ReportEntry {
     pub flat_path: String,
     #[serde(default)]
     pub url: Option<String>,
+    /// Hex SHA-256 of the report when the server knows it; the download is verified against it
+    /// (else against the `x-amz-meta-sha256` the storage sends with the object, if any).
+    #[serde(default)]
+    pub sha256: Option<String>,
 }
 
 /// `GET /v1/status`.

@@ -10,8 +10,10 @@
 //! The file is JSON, e.g.
 //! `{"version":1,"gateway":"https://gw:8888","auth":{"type":"apiKey","key":"..."}}`;
 //! `auth` is `{"type":"none"}`, `{"type":"apiKey","key":..}` or
-//! `{"type":"oauth2","issuer":..,"clientId":..,"flow":"code"|"device",
-//! "authorizationEndpoint":..,"tokenEndpoint":..}`.
+//! `{"type":"oauth2","issuer":..,"clientId":..,"flow":"code"|"device"|"clientCredentials",
+//! "authorizationEndpoint":..,"tokenEndpoint":..,"scope":"openid offline_access",
+//! "token":{"accessToken":..,"refreshToken":..,"expiresAt":<unix s>}}` (`token` written by
+//! `login`, see login.rs).
 
 use std::ffi::OsString;
 use std::fmt;
@@ -199,6 +201,9 @@ pub enum OAuthFlow {
     Code,
     /// Device Authorization Grant: a URL and code shown in the terminal.
     Device,
+    /// Client Credentials grant, for machines: the secret comes from
+    /// `NSIGHT_OAUTH_CLIENT_SECRET` at login and refresh (never stored).
+    ClientCredentials,
 }
 
 impl OAuthFlow {
@@ -206,6 +211,7 @@ impl OAuthFlow {
         match self {
             OAuthFlow::Code => "code",
             OAuthFlow::Device => "device",
+            OAuthFlow::ClientCredentials => "client-credentials",
         }
     }
 }
@@ -222,6 +228,25 @@ pub struct OAuth2 {
     pub authorization_endpoint: Option<HttpUrl>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_endpoint: Option<HttpUrl>,
+    /// Space-separated scopes requested at login; `None`: `openid offline_access` for the
+    /// interactive flows, none for client credentials.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    /// The token from the last `login` (or refresh).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<StoredToken>,
+}
+
+/// Tokens from the issuer. `Debug` never shows them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StoredToken {
+    /// Sent as `Authorization: Bearer <access token>`.
+    pub access_token: ApiKey,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refresh_token: Option<ApiKey>,
+    /// When the access token expires (seconds since the Unix epoch).
+    pub expires_at: u64,
 }
 
 /// How the CLI authenticates to the gateway.
@@ -233,7 +258,7 @@ pub enum Auth {
     None,
     /// `Authorization: Bearer <key>` on every request.
     ApiKey { key: ApiKey },
-    /// OAuth2/OIDC (needs a login, which this CLI does not do yet).
+    /// OAuth2/OIDC: `login` stores a token, sent as a bearer token and refreshed when expired.
     #[serde(rename = "oauth2")]
     OAuth2(OAuth2),
 }
@@ -269,6 +294,7 @@ pub struct ConfigureRequest {
     pub flow: Option<OAuthFlow>,
     pub authorization_endpoint: Option<String>,
     pub token_endpoint: Option<String>,
+    pub scope: Option<String>,
 }
 
 impl ConfigureRequest {
@@ -279,7 +305,8 @@ impl ConfigureRequest {
             || self.client_id.is_some()
             || self.flow.is_some()
             || self.authorization_endpoint.is_some()
-            || self.token_endpoint.is_some();
+            || self.token_endpoint.is_some()
+            || self.scope.is_some();
         if self.api_key.is_some() && any_oauth {
             return Err(ConfigError::ApiKeyWithOAuth);
         }
@@ -297,8 +324,10 @@ impl ConfigureRequest {
                         "--oauth-flow-type"
                     } else if self.authorization_endpoint.is_some() {
                         "--authorization-endpoint"
-                    } else {
+                    } else if self.token_endpoint.is_some() {
                         "--token-endpoint"
+                    } else {
+                        "--scope"
                     };
                     return Err(ConfigError::OAuthOptionWithoutIssuer { option });
                 }
@@ -319,6 +348,8 @@ impl ConfigureRequest {
                     .token_endpoint
                     .map(|u| HttpUrl::parse("--token-endpoint", &u))
                     .transpose()?,
+                scope: self.scope.filter(|s| !s.trim().is_empty()),
+                token: None,
             })
         } else {
             Auth::None

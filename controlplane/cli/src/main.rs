@@ -15,6 +15,7 @@ mod analysis;
 mod api;
 mod config;
 mod download;
+mod login;
 mod render;
 
 use std::error::Error as _;
@@ -64,6 +65,8 @@ enum OutputFormat {
 enum Command {
     /// Store the gateway URL and credentials in the configuration file (mode 0600).
     Configure(ConfigureArgs),
+    /// Log in to the configured OAuth2/OIDC issuer; the token is stored in the configuration.
+    Login,
     /// Open a new profiling session, optionally titled (profiler-start opens one if needed).
     SessionBegin {
         /// Human-readable title; names the session's download directory.
@@ -122,7 +125,7 @@ struct ConfigureArgs {
     #[arg(
         long,
         value_name = "KEY",
-        conflicts_with_all = ["issuer", "clientid", "oauth_flow_type", "authorization_endpoint", "token_endpoint"]
+        conflicts_with_all = ["issuer", "clientid", "oauth_flow_type", "authorization_endpoint", "token_endpoint", "scope"]
     )]
     apikey: Option<String>,
     /// OIDC issuer URL for OAuth2 (requires --clientid).
@@ -140,6 +143,10 @@ struct ConfigureArgs {
     /// OAuth2 token endpoint, when the issuer has no discovery document.
     #[arg(long, value_name = "URL", requires = "issuer")]
     token_endpoint: Option<String>,
+    /// Space-separated OAuth2 scopes to request at login [default: "openid offline_access" for
+    /// code and device, none for client-credentials].
+    #[arg(long, value_name = "SCOPES", requires = "issuer")]
+    scope: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -148,6 +155,8 @@ enum FlowArg {
     Code,
     /// Device Authorization Grant.
     Device,
+    /// Client Credentials grant (machines; secret in NSIGHT_OAUTH_CLIENT_SECRET).
+    ClientCredentials,
 }
 
 impl ConfigureArgs {
@@ -157,6 +166,7 @@ impl ConfigureArgs {
             || self.oauth_flow_type.is_some()
             || self.authorization_endpoint.is_some()
             || self.token_endpoint.is_some()
+            || self.scope.is_some()
     }
 
     /// The request to validate. Without --apikey and OAuth2 options the API key comes from
@@ -173,9 +183,11 @@ impl ConfigureArgs {
             flow: self.oauth_flow_type.map(|f| match f {
                 FlowArg::Code => OAuthFlow::Code,
                 FlowArg::Device => OAuthFlow::Device,
+                FlowArg::ClientCredentials => OAuthFlow::ClientCredentials,
             }),
             authorization_endpoint: self.authorization_endpoint.clone(),
             token_endpoint: self.token_endpoint.clone(),
+            scope: self.scope.clone(),
         }
     }
 }
@@ -192,9 +204,10 @@ fn parse_session_id(value: &str) -> Result<Uuid, String> {
 pub(crate) enum Failure {
     Config(ConfigError),
     Api(ApiError),
-    OAuthLoginUnsupported {
-        issuer: String,
-    },
+    /// OAuth2 login or token refresh failed.
+    Login(login::LoginError),
+    /// `login` with a configuration that has no OAuth2 issuer.
+    NoOAuth,
     /// No session to act on (exit 1).
     NoSession {
         tag: String,
@@ -222,7 +235,15 @@ impl From<ApiError> for Failure {
 impl Failure {
     fn exit_code(&self) -> u8 {
         match self {
-            Failure::Config(_) | Failure::OAuthLoginUnsupported { .. } => 2,
+            Failure::Config(_)
+            | Failure::NoOAuth
+            | Failure::Login(
+                login::LoginError::NotLoggedIn { .. }
+                | login::LoginError::Expired { .. }
+                | login::LoginError::NoClientSecret
+                | login::LoginError::CodeFlowUnsupported,
+            ) => 2,
+            Failure::Login(_) => 1,
             Failure::Api(e) => e.exit_code(),
             Failure::NoSession { .. }
             | Failure::Downloads(_)
@@ -280,6 +301,7 @@ fn dispatch(ctx: &Ctx<'_>, command: &Command) -> Result<(), Failure> {
     let tag = ctx.tag;
     match command {
         Command::Configure(args) => configure(ctx, args),
+        Command::Login => login_command(ctx),
         Command::SessionBegin { title } => call(
             ctx,
             |c| c.begin_session(tag, title.as_deref()),
@@ -433,10 +455,9 @@ fn call(
 fn connect(ctx: &Ctx<'_>) -> Result<Client, Failure> {
     let config = config::load(&ctx.config_path)?;
     match &config.auth {
-        Auth::OAuth2(o) => {
-            return Err(Failure::OAuthLoginUnsupported {
-                issuer: o.issuer.to_string(),
-            })
+        Auth::OAuth2(_) => {
+            let token = oauth_bearer(ctx, &config)?;
+            return Ok(Client::new(&config.gateway, Some(&token))?);
         }
         Auth::ApiKey { .. } => {
             if let Some(mode) = config::file_mode(&ctx.config_path) {
@@ -454,6 +475,71 @@ fn connect(ctx: &Ctx<'_>) -> Result<Client, Failure> {
     Ok(Client::new(&config.gateway, config.api_key())?)
 }
 
+fn now_s() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// `login`: obtains a token with the configured flow and stores it in the configuration.
+fn login_command(ctx: &Ctx<'_>) -> Result<(), Failure> {
+    let mut config = config::load(&ctx.config_path)?;
+    let Auth::OAuth2(o) = &mut config.auth else {
+        return Err(Failure::NoOAuth);
+    };
+    let secret = std::env::var(login::CLIENT_SECRET_ENV).ok();
+    let token = login::login(o, secret, now_s, &mut |msg| err(msg)).map_err(Failure::Login)?;
+    let expires_at = token.expires_at;
+    o.token = Some(token);
+    let issuer = o.issuer.to_string();
+    config::save(&ctx.config_path, &config)?;
+    let in_s = expires_at.saturating_sub(now_s());
+    match ctx.output {
+        OutputFormat::Table => out(&format!(
+            "Logged in to {issuer}; the token is valid for {in_s} s (refreshed automatically); stored in {}\n",
+            ctx.config_path.display()
+        )),
+        OutputFormat::Json => out(&format!(
+            "{}\n",
+            serde_json::json!({"issuer": issuer, "expiresAt": expires_at,
+                               "config": ctx.config_path.display().to_string()})
+        )),
+    }
+    Ok(())
+}
+
+/// The stored OAuth2 access token, refreshed (and saved) first when it expires within 30 s.
+fn oauth_bearer(ctx: &Ctx<'_>, config: &config::Config) -> Result<config::ApiKey, Failure> {
+    let Auth::OAuth2(o) = &config.auth else {
+        return Err(Failure::NoOAuth);
+    };
+    let Some(token) = &o.token else {
+        return Err(Failure::Login(login::LoginError::NotLoggedIn {
+            issuer: o.issuer.to_string(),
+            config_flag: ctx.config_flag.clone(),
+        }));
+    };
+    if !login::needs_refresh(token, now_s()) {
+        return Ok(token.access_token.clone());
+    }
+    let secret = std::env::var(login::CLIENT_SECRET_ENV).ok();
+    let fresh = login::refresh(o, token, secret, now_s).map_err(|e| {
+        Failure::Login(login::LoginError::Expired {
+            issuer: o.issuer.to_string(),
+            reason: api::chain(&e),
+            config_flag: ctx.config_flag.clone(),
+        })
+    })?;
+    tracing::debug!("refreshed the OAuth2 access token");
+    let bearer = fresh.access_token.clone();
+    let mut updated = config.clone();
+    if let Auth::OAuth2(o) = &mut updated.auth {
+        o.token = Some(fresh);
+    }
+    config::save(&ctx.config_path, &updated)?;
+    Ok(bearer)
+}
+
 /// Prints `failure` on stderr (and a problem body on stdout in JSON mode); the exit code.
 fn fail(cli: &Cli, ctx: Option<&Ctx<'_>>, failure: &Failure) -> ExitCode {
     let config_flag = ctx.map_or("", |c| c.config_flag.as_str());
@@ -465,8 +551,9 @@ fn fail(cli: &Cli, ctx: Option<&Ctx<'_>>, failure: &Failure) -> ExitCode {
             ));
         }
         Failure::Config(e) => err(&format!("error: {}", api::chain(e))),
-        Failure::OAuthLoginUnsupported { issuer } => err(&format!(
-            "error: OAuth2 authentication (issuer {issuer}) is configured, but this nsight-cloud cannot log in with OAuth2 yet\nhint: configure an API key instead: nsight-cloud{config_flag} configure --gw URL --apikey KEY"
+        Failure::Login(e) => err(&format!("error: {}", api::chain(e))),
+        Failure::NoOAuth => err(&format!(
+            "error: no OAuth2 issuer is configured\nhint: nsight-cloud{config_flag} configure --gw URL --issuer URL --clientid ID [--oauth-flow-type device]"
         )),
         Failure::Api(ApiError::Refused(refusal)) => {
             let api::Refusal {

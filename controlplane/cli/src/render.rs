@@ -414,7 +414,7 @@ pub fn configured(path: &Path, config: &Config) -> Rendered {
                     .map_or("(from the issuer's discovery document)", |u| u.as_str())
             ));
             r.warnings.push(
-                "this nsight-cloud cannot log in with OAuth2 yet: session commands will fail until an API key is configured".to_owned(),
+                "run `nsight-cloud login` to obtain a token before other commands".to_owned(),
             );
         }
     }

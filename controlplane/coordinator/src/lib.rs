@@ -11,6 +11,7 @@
 //! [`state`] is the pure core, "sans-IO": a state machine fed events with the current time that
 //! answers with the effects to carry out. [`server`] is the thin I/O shell around it.
 
+pub mod codec;
 pub mod proto;
 pub mod server;
 pub mod state;

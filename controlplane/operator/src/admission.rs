@@ -27,8 +27,11 @@ pub trait World: Send + Sync {
     fn profile_configs(&self, namespace: &str) -> Vec<NsightOperatorProfileConfig>;
 }
 
-/// A fixed world, for tests and for running without the API server.
-#[derive(Clone, Debug, Default)]
+/// A fixed world, for tests and for running without the API server (`nsight-operator webhook
+/// --world FILE` reads one from JSON: `{"namespaces": {"ns": {"label": "value"}}, "configs":
+/// [NsightOperatorProfileConfig, ...]}`, each config with its `metadata.namespace`).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
 pub struct StaticWorld {
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
     pub configs: Vec<NsightOperatorProfileConfig>,

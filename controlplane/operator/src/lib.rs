@@ -1,17 +1,28 @@
-//! The Nsight operator. This round: the injector webhook.
+//! The Nsight operator: the manager (one controller per custom resource, leader election,
+//! metrics and health) and the injector webhook.
 //!
 //! ```text
+//! CR watch ──> controller::reconcile ──> render::<kind>::render (pure) ──> server-side apply,
+//!              prune by label, conditions::applied (pure) ──> status subresource
+//!
 //! API server ──AdmissionReview──> server (HTTPS, /mutate) ──> admission::review (pure)
 //!     decide: Pod + namespace labels + NsightOperatorProfileConfigs -> inject(tool) | skip(why)
 //!     patch:  Pod + tool + settings -> JSON patch (init container, emptyDir, env, annotations)
 //! ```
 //!
-//! `decide`, `cel`, `patch`, `selector` and `admission` are pure; `server` and `main` are the shell.
+//! `render`, `conditions`, `decide`, `cel`, `patch`, `selector` and `admission` are pure;
+//! `controller`, `server` and `main` are the shell.
 
 pub mod admission;
 pub mod cel;
+pub mod conditions;
+pub mod controller;
 pub mod decide;
+pub mod leader;
+pub mod manager;
+pub mod metrics;
 pub mod patch;
+pub mod render;
 pub mod selector;
 pub mod server;
 pub mod settings;

@@ -1,21 +1,54 @@
-//! Resumable download of one object to a file with bounded memory: bytes stream into
-//! `<dest>.part`; an interrupted download resumes with a ranged GET from the partial file's
-//! length, provided the object's entity tag is unchanged (kept in `<dest>.part.etag`); the file
-//! is renamed to `dest` only when complete and synced.
+//! Resumable, parallel download of one object to a file with bounded memory, verified against
+//! the object's SHA-256 when the store knows it.
 //!
-//! Owns only the destination's partial files; choosing destinations is [`crate::layout`]'s job.
+//! ```text
+//! HEAD (size, etag, sha256) --> <dest>.part (preallocated) + <dest>.part.state
+//!   ranges of chunk_size, `concurrency` at once: GET range --1 MiB buffer--> positioned write
+//!   contiguous prefix done --> <dest>.part.state (resume point) --> hasher thread (reads back)
+//!   all done --> fsync --> SHA-256 == expected? rename to <dest> : delete .part, error
+//! ```
+//!
+//! `<dest>.part.state` holds `<etag>\n<size>\n<bytes done from the start>\n`: an interrupted
+//! download resumes from that prefix (at most `concurrency` chunks are fetched again) provided
+//! the object's entity tag and size are unchanged; otherwise it starts over. Owns only the
+//! destination's partial files; choosing destinations is [`crate::layout`]'s job.
 
 use std::{
+    collections::BTreeSet,
     io,
+    os::unix::fs::FileExt,
     path::{Path, PathBuf},
+    sync::{mpsc, Arc},
 };
 
-use tokio::io::AsyncWriteExt;
+use sha2::{Digest, Sha256};
+use tokio::{io::AsyncReadExt, task::JoinSet};
 
 use crate::{
     error::{Cause, StorageError},
-    ByteRange, ReportStore,
+    ByteRange, ReportStore, MIB,
 };
+
+/// Bytes each range task reads before one positioned write.
+const WRITE_BUF: usize = 1024 * 1024;
+
+/// How a download is cut up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DownloadOptions {
+    /// Bytes per ranged GET.
+    pub chunk_size: u64,
+    /// Ranged GETs in flight (memory: about 1 MiB each).
+    pub concurrency: usize,
+}
+
+impl Default for DownloadOptions {
+    fn default() -> Self {
+        Self {
+            chunk_size: 8 * MIB,
+            concurrency: 4,
+        }
+    }
+}
 
 fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
     let mut s = path.as_os_str().to_owned();
@@ -23,23 +56,130 @@ fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
     PathBuf::from(s)
 }
 
-/// Downloads `key` to `dest` (creating parent directories), resuming a previous partial
-/// download. Returns the bytes fetched by this call.
-pub async fn download_to_file<S: ReportStore>(
+/// Where an interrupted download stopped (the contents of `<dest>.part.state`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct State {
+    etag: String,
+    size: u64,
+    done: u64,
+}
+
+impl State {
+    fn render(&self) -> String {
+        format!("{}\n{}\n{}\n", self.etag, self.size, self.done)
+    }
+
+    fn parse(text: &str) -> Option<Self> {
+        let mut lines = text.lines();
+        let etag = lines.next()?.to_owned();
+        let size = lines.next()?.parse().ok()?;
+        let done = lines.next()?.parse().ok()?;
+        Some(Self { etag, size, done })
+    }
+}
+
+/// The ranges still to fetch: `[done, size)` in chunks of `chunk` bytes.
+fn plan(done: u64, size: u64, chunk: u64) -> Vec<(u64, u64)> {
+    let chunk = chunk.max(1);
+    let mut out = Vec::new();
+    let mut start = done;
+    while start < size {
+        let end = size.min(start.saturating_add(chunk));
+        out.push((start, end));
+        start = end;
+    }
+    out
+}
+
+/// The first byte not yet covered by finished ranges, given the ranges finished so far (by start
+/// offset) and the ranges' ends.
+fn advance(mut prefix: u64, finished: &mut BTreeSet<(u64, u64)>) -> u64 {
+    while let Some(&(start, end)) = finished.first() {
+        if start != prefix {
+            break;
+        }
+        finished.pop_first();
+        prefix = end;
+    }
+    prefix
+}
+
+/// Hashes a file's bytes in order as they become final (a thread reading back what the range
+/// tasks wrote, while they fetch the rest).
+struct Hasher {
+    to: mpsc::Sender<u64>,
+    thread: std::thread::JoinHandle<io::Result<String>>,
+}
+
+impl Hasher {
+    fn start(path: &Path) -> io::Result<Self> {
+        let file = std::fs::File::open(path)?;
+        let (to, from) = mpsc::channel::<u64>();
+        let thread = std::thread::spawn(move || {
+            let mut h = Sha256::new();
+            let mut buf = vec![0u8; WRITE_BUF];
+            let mut hashed = 0u64;
+            for upto in from {
+                while hashed < upto {
+                    let n = usize::try_from(upto - hashed).map_or(WRITE_BUF, |n| n.min(WRITE_BUF));
+                    file.read_exact_at(&mut buf[..n], hashed)?;
+                    h.update(&buf[..n]);
+                    hashed += n as u64;
+                }
+            }
+            Ok(hex::encode(h.finalize()))
+        });
+        Ok(Self { to, thread })
+    }
+
+    /// Bytes `[0, upto)` are final.
+    fn upto(&self, upto: u64) {
+        let _ = self.to.send(upto);
+    }
+
+    async fn finish(self) -> io::Result<String> {
+        drop(self.to);
+        let thread = self.thread;
+        tokio::task::spawn_blocking(move || thread.join())
+            .await
+            .map_err(io::Error::other)?
+            .map_err(|_| io::Error::other("the hashing thread panicked"))?
+    }
+}
+
+/// Downloads `key` to `dest` with [`DownloadOptions::default`]. Returns the bytes fetched by this
+/// call.
+pub async fn download_to_file<S: ReportStore + Clone + 'static>(
     store: &S,
     key: &str,
     dest: &Path,
 ) -> Result<u64, StorageError> {
-    let io_err = |path: &Path, source: io::Error| StorageError::Get {
+    download_to_file_with(store, key, dest, DownloadOptions::default()).await
+}
+
+/// Downloads `key` to `dest` (creating parent directories) in parallel ranges, resuming a
+/// previous partial download, and verifies the SHA-256 when the store knows one: on a mismatch
+/// the partial file is deleted and nothing is left at `dest`. Returns the bytes fetched by this
+/// call.
+pub async fn download_to_file_with<S: ReportStore + Clone + 'static>(
+    store: &S,
+    key: &str,
+    dest: &Path,
+    options: DownloadOptions,
+) -> Result<u64, StorageError> {
+    let fail = |source: Cause| StorageError::Get {
         key: key.to_owned(),
         store: store.describe(),
-        source: Box::new(Cause::Io {
+        source: Box::new(source),
+    };
+    let io_err = |path: &Path, source: io::Error| {
+        fail(Cause::Io {
             path: path.to_path_buf(),
             source,
-        }),
+        })
     };
     let part = with_suffix(dest, ".part");
-    let etag_file = with_suffix(dest, ".part.etag");
+    let state_file = with_suffix(dest, ".part.state");
     let info = store.head(key).await?;
     let etag = info.etag.clone().unwrap_or_default();
     if let Some(parent) = dest.parent() {
@@ -47,50 +187,216 @@ pub async fn download_to_file<S: ReportStore>(
             .await
             .map_err(|e| io_err(parent, e))?;
     }
-    let same_object = tokio::fs::read_to_string(&etag_file)
+    let part_len = tokio::fs::metadata(&part).await.map_or(0, |m| m.len());
+    let saved = tokio::fs::read_to_string(&state_file)
         .await
-        .is_ok_and(|saved| !etag.is_empty() && saved == etag);
-    let mut have = match tokio::fs::metadata(&part).await {
-        Ok(m) if same_object => m.len(),
-        _ => 0,
+        .ok()
+        .and_then(|t| State::parse(&t))
+        .filter(|s| !etag.is_empty() && s.etag == etag && s.size == info.size);
+    let start = saved.map_or(0, |s| s.done.min(part_len).min(info.size));
+    let file = {
+        let path = part.clone();
+        let size = info.size;
+        tokio::task::spawn_blocking(move || {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(start == 0)
+                .read(true)
+                .write(true)
+                .open(&path)?;
+            file.set_len(size)?;
+            Ok::<_, io::Error>(file)
+        })
+        .await
+        .map_err(|e| io_err(&part, io::Error::other(e)))?
+        .map_err(|e| io_err(&part, e))?
     };
-    if have > info.size {
-        have = 0;
-    }
-    let mut file = tokio::fs::OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(have == 0)
-        .append(have > 0)
-        .open(&part)
+    let file = Arc::new(file);
+    let mut state = State {
+        etag,
+        size: info.size,
+        done: start,
+    };
+    tokio::fs::write(&state_file, state.render())
         .await
+        .map_err(|e| io_err(&state_file, e))?;
+    let hasher = match &info.sha256 {
+        Some(_) => Some(Hasher::start(&part).map_err(|e| io_err(&part, e))?),
+        None => None,
+    };
+    if let Some(h) = &hasher {
+        h.upto(start);
+    }
+
+    let mut pending = plan(start, info.size, options.chunk_size).into_iter();
+    let mut tasks: JoinSet<Result<(u64, u64), StorageError>> = JoinSet::new();
+    let mut finished = BTreeSet::new();
+    loop {
+        while tasks.len() < options.concurrency.max(1) {
+            let Some((from, to)) = pending.next() else {
+                break;
+            };
+            tasks.spawn(fetch_range(
+                store.clone(),
+                key.to_owned(),
+                part.clone(),
+                file.clone(),
+                from,
+                to,
+            ));
+        }
+        let Some(joined) = tasks.join_next().await else {
+            break;
+        };
+        let range = joined.map_err(|e| io_err(&part, io::Error::other(e)))??;
+        finished.insert(range);
+        let prefix = advance(state.done, &mut finished);
+        if prefix != state.done {
+            state.done = prefix;
+            if let Some(h) = &hasher {
+                h.upto(prefix);
+            }
+            tokio::fs::write(&state_file, state.render())
+                .await
+                .map_err(|e| io_err(&state_file, e))?;
+        }
+    }
+    let sync = file.clone();
+    tokio::task::spawn_blocking(move || sync.sync_all())
+        .await
+        .map_err(|e| io_err(&part, io::Error::other(e)))?
         .map_err(|e| io_err(&part, e))?;
-    tokio::fs::write(&etag_file, &etag)
-        .await
-        .map_err(|e| io_err(&etag_file, e))?;
-    let mut fetched = 0;
-    if have < info.size {
-        let range = (have > 0).then(|| ByteRange::from_offset(have));
-        let mut reader = store.get(key, range).await?;
-        fetched = tokio::io::copy(&mut reader, &mut file)
-            .await
-            .map_err(|e| io_err(&part, e))?;
-    }
-    file.flush().await.map_err(|e| io_err(&part, e))?;
-    file.sync_all().await.map_err(|e| io_err(&part, e))?;
-    let len = file.metadata().await.map_err(|e| io_err(&part, e))?.len();
-    if len != info.size {
-        return Err(io_err(
-            &part,
-            io::Error::other(format!(
-                "the download has {len} bytes, the object {}: run it again to resume",
-                info.size
-            )),
-        ));
+    drop(file);
+    if let (Some(h), Some(expected)) = (hasher, &info.sha256) {
+        let actual = h.finish().await.map_err(|e| io_err(&part, e))?;
+        if !actual.eq_ignore_ascii_case(expected) {
+            let _ = tokio::fs::remove_file(&part).await;
+            let _ = tokio::fs::remove_file(&state_file).await;
+            return Err(fail(Cause::ChecksumMismatch {
+                what: format!(
+                    "the {} bytes downloaded for {} (deleted: the stored object is damaged, or \
+                     was damaged in transit; download it again, and if this repeats, upload it \
+                     again)",
+                    info.size,
+                    dest.display()
+                ),
+                expected: expected.clone(),
+                actual,
+            }));
+        }
     }
     tokio::fs::rename(&part, dest)
         .await
         .map_err(|e| io_err(dest, e))?;
-    let _ = tokio::fs::remove_file(&etag_file).await;
-    Ok(fetched)
+    let _ = tokio::fs::remove_file(&state_file).await;
+    Ok(info.size - start)
+}
+
+/// Fetches `[from, to)` into `file` at the same offsets, 1 MiB per write.
+async fn fetch_range<S: ReportStore>(
+    store: S,
+    key: String,
+    part: PathBuf,
+    file: Arc<std::fs::File>,
+    from: u64,
+    to: u64,
+) -> Result<(u64, u64), StorageError> {
+    let fail = |source: Cause| StorageError::Get {
+        key: key.clone(),
+        store: store.describe(),
+        source: Box::new(source),
+    };
+    let range = ByteRange::new(from, to)
+        .ok_or_else(|| fail(Cause::InvalidArgument(format!("empty range {from}..{to}"))))?;
+    let mut reader = store.get(&key, Some(range)).await?;
+    if reader.offset != from {
+        return Err(fail(Cause::InvalidArgument(format!(
+            "asked for bytes from {from}, the server sent from {}",
+            reader.offset
+        ))));
+    }
+    let mut buf = Vec::with_capacity(WRITE_BUF);
+    let mut pos = from;
+    loop {
+        buf.clear();
+        while buf.len() < WRITE_BUF {
+            let want = (WRITE_BUF - buf.len()) as u64;
+            let n = (&mut reader)
+                .take(want)
+                .read_buf(&mut buf)
+                .await
+                .map_err(|e| fail(Cause::Source(e)))?;
+            if n == 0 {
+                break;
+            }
+        }
+        if buf.is_empty() {
+            break;
+        }
+        if pos + buf.len() as u64 > to {
+            return Err(fail(Cause::InvalidArgument(format!(
+                "the server sent more than the {} bytes asked for at {from}",
+                to - from
+            ))));
+        }
+        let f = file.clone();
+        let at = pos;
+        let len = buf.len() as u64;
+        buf = tokio::task::spawn_blocking(move || f.write_all_at(&buf, at).map(|()| buf))
+            .await
+            .map_err(io::Error::other)
+            .and_then(|r| r)
+            .map_err(|source| {
+                fail(Cause::Io {
+                    path: part.clone(),
+                    source,
+                })
+            })?;
+        pos += len;
+    }
+    if pos != to {
+        return Err(fail(Cause::Source(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!(
+                "the body of bytes {from}..{to} ended at {pos}: run the download again to resume"
+            ),
+        ))));
+    }
+    Ok((from, to))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_cover_the_rest_in_chunks() {
+        assert_eq!(plan(0, 10, 4), vec![(0, 4), (4, 8), (8, 10)]);
+        assert_eq!(plan(5, 10, 8), vec![(5, 10)]);
+        assert!(plan(10, 10, 4).is_empty());
+        assert_eq!(plan(0, 3, 0), vec![(0, 1), (1, 2), (2, 3)]);
+    }
+
+    #[test]
+    fn the_prefix_advances_only_over_contiguous_finished_ranges() {
+        let mut finished = BTreeSet::from([(4, 8), (12, 16)]);
+        assert_eq!(advance(0, &mut finished), 0);
+        finished.insert((0, 4));
+        assert_eq!(advance(0, &mut finished), 8);
+        finished.insert((8, 12));
+        assert_eq!(advance(8, &mut finished), 16);
+        assert!(finished.is_empty());
+    }
+
+    #[test]
+    fn state_round_trips_and_rejects_garbage() {
+        let s = State {
+            etag: "abc-3".into(),
+            size: 100,
+            done: 40,
+        };
+        assert_eq!(State::parse(&s.render()), Some(s));
+        assert_eq!(State::parse("etag\nnot a number\n0\n"), None);
+        assert_eq!(State::parse(""), None);
+    }
 }

@@ -166,6 +166,12 @@ pub enum Cause {
     NoPresignedUrls { root: PathBuf },
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    #[error("{what} hash to SHA-256 {actual}, but {expected} was expected")]
+    ChecksumMismatch {
+        what: String,
+        expected: String,
+        actual: String,
+    },
     #[error("the S3 client failed before sending the request")]
     Client(#[source] BoxError),
 }
@@ -190,6 +196,7 @@ impl Cause {
             | Self::InvalidKey { .. }
             | Self::NoPresignedUrls { .. }
             | Self::InvalidArgument(_)
+            | Self::ChecksumMismatch { .. }
             | Self::Client(_) => false,
         }
     }

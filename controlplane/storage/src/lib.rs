@@ -48,7 +48,12 @@ pub use crate::{
 /// One MiB.
 pub const MIB: u64 = 1024 * 1024;
 /// Default multipart part size and threshold: objects above it are uploaded in parts.
-pub const DEFAULT_PART_SIZE: u64 = 16 * MIB;
+pub const DEFAULT_PART_SIZE: u64 = 8 * MIB;
+/// Default number of multipart parts in flight at once (memory: about this many parts).
+pub const DEFAULT_UPLOAD_CONCURRENCY: usize = 4;
+/// User-metadata name under which a put stores the object's hex SHA-256 when it is known before
+/// the upload (`x-amz-meta-sha256` on S3); downloads verify against it.
+pub const SHA256_METADATA: &str = "sha256";
 /// S3's smallest part (every part but the last must be at least this big).
 pub const MIN_PART_SIZE: u64 = 5 * MIB;
 /// S3's largest part.
@@ -66,6 +71,42 @@ pub struct ObjectInfo {
     /// or `<base64>-<parts>` (composite) for a multipart upload. `None` when the server keeps no
     /// checksum (s3s-fs for multipart uploads, the local store) or on a listing.
     pub checksum_sha256: Option<String>,
+    /// Hex SHA-256 of the whole object when the store knows it: the digest a put stored with the
+    /// object ([`PutOptions::sha256`], S3 user metadata), or a whole-object (not composite)
+    /// `checksum_sha256`. `None` on a listing. Downloads verify against it.
+    pub sha256: Option<String>,
+}
+
+/// Options of a put.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PutOptions {
+    /// Hex SHA-256 the body must have, known beforehand (the uploader hashes at spool time). A
+    /// body that hashes differently is refused ([`Cause::ChecksumMismatch`]) before the object
+    /// becomes visible, and S3 stores the digest as user metadata so downloads can verify it.
+    pub sha256: Option<String>,
+}
+
+impl PutOptions {
+    /// Options expecting the body to hash to `sha256_hex`.
+    pub fn with_sha256(sha256_hex: &str) -> Self {
+        Self {
+            sha256: Some(sha256_hex.to_ascii_lowercase()),
+        }
+    }
+
+    /// `Err` with [`Cause::ChecksumMismatch`] if an expected digest is set and differs.
+    pub(crate) fn check(&self, size: u64, actual_hex: &str) -> Result<(), Cause> {
+        match &self.sha256 {
+            Some(expected) if !expected.eq_ignore_ascii_case(actual_hex) => {
+                Err(Cause::ChecksumMismatch {
+                    what: format!("the {size} bytes read for upload"),
+                    expected: expected.clone(),
+                    actual: actual_hex.to_owned(),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
 }
 
 /// A byte range `[start, end)` of an object; `end: None` reads to the end (resuming a download).
@@ -202,21 +243,44 @@ pub trait ReportStore: Send + Sync {
     /// A short description for messages, e.g. "s3 bucket `reports` at http://127.0.0.1:9000".
     fn describe(&self) -> String;
 
-    /// Streams `body` to `key`, replacing any object there. Large bodies go up in parts with
-    /// bounded memory (one part at a time).
+    /// Streams `body` to `key`, replacing any object there, with `options`. Large bodies go up
+    /// in parts with bounded memory (a few parts in flight).
+    fn put_with<R>(
+        &self,
+        key: &str,
+        body: R,
+        options: &PutOptions,
+    ) -> impl Future<Output = Result<PutOutcome, StorageError>> + Send
+    where
+        R: AsyncRead + Unpin + Send;
+
+    /// [`ReportStore::put_with`] with default options.
     fn put<R>(
         &self,
         key: &str,
         body: R,
     ) -> impl Future<Output = Result<PutOutcome, StorageError>> + Send
     where
-        R: AsyncRead + Unpin + Send;
+        R: AsyncRead + Unpin + Send,
+    {
+        async move { self.put_with(key, body, &PutOptions::default()).await }
+    }
 
     /// [`ReportStore::put`] from a file.
     fn put_file(
         &self,
         key: &str,
         path: &Path,
+    ) -> impl Future<Output = Result<PutOutcome, StorageError>> + Send {
+        async move { self.put_file_with(key, path, &PutOptions::default()).await }
+    }
+
+    /// [`ReportStore::put_with`] from a file.
+    fn put_file_with(
+        &self,
+        key: &str,
+        path: &Path,
+        options: &PutOptions,
     ) -> impl Future<Output = Result<PutOutcome, StorageError>> + Send {
         async move {
             let file = tokio::fs::File::open(path)
@@ -229,7 +293,7 @@ pub trait ReportStore: Send + Sync {
                         source,
                     }),
                 })?;
-            self.put(key, file).await
+            self.put_with(key, file, options).await
         }
     }
 
@@ -300,11 +364,16 @@ impl ReportStore for Store {
         dispatch!(self, s => s.describe())
     }
 
-    async fn put<R>(&self, key: &str, body: R) -> Result<PutOutcome, StorageError>
+    async fn put_with<R>(
+        &self,
+        key: &str,
+        body: R,
+        options: &PutOptions,
+    ) -> Result<PutOutcome, StorageError>
     where
         R: AsyncRead + Unpin + Send,
     {
-        dispatch!(self, s => s.put(key, body).await)
+        dispatch!(self, s => s.put_with(key, body, options).await)
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>, StorageError> {

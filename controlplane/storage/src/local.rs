@@ -22,7 +22,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 use crate::{
     error::{Cause, StorageError},
     key::{validate_key, validate_prefix, RESERVED_STAGING_DIR},
-    ByteRange, ObjectInfo, ObjectReader, PutOutcome, ReportStore,
+    ByteRange, ObjectInfo, ObjectReader, PutOptions, PutOutcome, ReportStore,
 };
 
 /// Staging files older than this are left over from a crash and removed on open.
@@ -104,7 +104,12 @@ impl LocalStore {
         Ok(path)
     }
 
-    async fn put_inner<R>(&self, key: &str, mut body: R) -> Result<PutOutcome, Cause>
+    async fn put_inner<R>(
+        &self,
+        key: &str,
+        mut body: R,
+        options: &PutOptions,
+    ) -> Result<PutOutcome, Cause>
     where
         R: AsyncRead + Unpin + Send,
     {
@@ -131,6 +136,8 @@ impl LocalStore {
                     .map_err(|e| io_cause(&tmp, e))?;
                 size += n as u64;
             }
+            let sha256 = hex::encode(hasher.finalize());
+            options.check(size, &sha256)?;
             file.sync_all().await.map_err(|e| io_cause(&tmp, e))?;
             let parent = dest.parent().unwrap_or(&self.root);
             tokio::fs::create_dir_all(parent)
@@ -140,7 +147,7 @@ impl LocalStore {
                 .await
                 .map_err(|e| io_cause(&dest, e))?;
             sync_dir(parent).await.map_err(|e| io_cause(parent, e))?;
-            Ok::<_, Cause>((size, hex::encode(hasher.finalize())))
+            Ok::<_, Cause>((size, sha256))
         }
         .await;
         let (size, sha256) = match written {
@@ -280,6 +287,7 @@ fn info(key: String, meta: &std::fs::Metadata) -> ObjectInfo {
         last_modified: modified,
         etag: Some(format!("{:x}-{nanos:x}", meta.len())),
         checksum_sha256: None,
+        sha256: None,
     }
 }
 
@@ -293,11 +301,16 @@ impl ReportStore for LocalStore {
         format!("local store {}", self.root.display())
     }
 
-    async fn put<R>(&self, key: &str, body: R) -> Result<PutOutcome, StorageError>
+    async fn put_with<R>(
+        &self,
+        key: &str,
+        body: R,
+        options: &PutOptions,
+    ) -> Result<PutOutcome, StorageError>
     where
         R: AsyncRead + Unpin + Send,
     {
-        self.put_inner(key, body)
+        self.put_inner(key, body, options)
             .await
             .map_err(|source| StorageError::Put {
                 key: key.to_owned(),

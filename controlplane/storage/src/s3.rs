@@ -3,8 +3,8 @@
 //!
 //! ```text
 //! put:  body --read up to threshold--> small? PutObject (x-amz-checksum-sha256)
-//!                                      else   CreateMultipartUpload, UploadPart x N (one part in
-//!                                             memory at a time, each with its SHA-256),
+//!                                      else   CreateMultipartUpload, UploadPart x N (a few
+//!                                             parts in flight, each with its SHA-256),
 //!                                             CompleteMultipartUpload (abort on failure)
 //! ```
 //!
@@ -33,8 +33,8 @@ use crate::{
     error::{Cause, StorageError},
     key::{validate_key, validate_prefix},
     s3_error::{classify, from_service, service_status, Context},
-    ByteRange, ObjectInfo, ObjectReader, PutOutcome, ReportStore, DEFAULT_PART_SIZE, MAX_PART_SIZE,
-    MIN_PART_SIZE,
+    ByteRange, ObjectInfo, ObjectReader, PutOptions, PutOutcome, ReportStore, DEFAULT_PART_SIZE,
+    DEFAULT_UPLOAD_CONCURRENCY, MAX_PART_SIZE, MIN_PART_SIZE, SHA256_METADATA,
 };
 
 /// Everything an [`S3Store`] needs. `Debug` never shows the secret.
@@ -50,7 +50,10 @@ pub struct S3Settings {
     pub force_path_style: bool,
     /// Size of each multipart part (S3: 5 MiB to 5 GiB).
     pub part_size: u64,
-    /// Bodies larger than this go up in parts (at most `threshold + part_size` bytes in memory).
+    /// Multipart parts sent at once (at least 1); each holds a part in memory.
+    pub upload_concurrency: usize,
+    /// Bodies larger than this go up in parts (at most about
+    /// `max(threshold + part_size, upload_concurrency * part_size)` bytes in memory).
     pub multipart_threshold: u64,
     pub connect_timeout: Duration,
     /// Attempts per request inside the SDK (transient errors only); the uploader retries on top.
@@ -58,7 +61,8 @@ pub struct S3Settings {
 }
 
 impl S3Settings {
-    /// Settings with the defaults: 16 MiB parts and threshold, path-style iff an endpoint is set.
+    /// Settings with the defaults: 8 MiB parts and threshold, 4 parts in flight, path-style iff
+    /// an endpoint is set.
     pub fn new(
         bucket: &str,
         endpoint_url: Option<&str>,
@@ -73,6 +77,7 @@ impl S3Settings {
             secret_access_key,
             force_path_style: endpoint_url.is_some(),
             part_size: DEFAULT_PART_SIZE,
+            upload_concurrency: DEFAULT_UPLOAD_CONCURRENCY,
             multipart_threshold: DEFAULT_PART_SIZE,
             connect_timeout: Duration::from_secs(10),
             sdk_max_attempts: 3,
@@ -124,6 +129,19 @@ fn to_usize(n: u64) -> usize {
     usize::try_from(n).unwrap_or(usize::MAX)
 }
 
+/// The object's hex SHA-256: our user metadata if it is a digest, else a whole-object (not
+/// composite `...-N`) `x-amz-checksum-sha256`.
+fn whole_sha256(metadata: Option<&str>, checksum: Option<&str>) -> Option<String> {
+    let from_meta = metadata
+        .filter(|m| m.len() == 64 && m.bytes().all(|b| b.is_ascii_hexdigit()))
+        .map(str::to_ascii_lowercase);
+    from_meta.or_else(|| {
+        use base64::{engine::general_purpose::STANDARD, Engine as _};
+        let raw = STANDARD.decode(checksum?).ok()?;
+        (raw.len() == 32).then(|| hex::encode(raw))
+    })
+}
+
 fn strip_quotes(etag: &str) -> String {
     etag.trim_matches('"').to_owned()
 }
@@ -139,6 +157,9 @@ impl S3Store {
                 "part_size {} is outside S3's 5 MiB..5 GiB",
                 settings.part_size
             )));
+        }
+        if settings.upload_concurrency == 0 {
+            return Err(invalid("upload_concurrency must be at least 1".into()));
         }
         if settings.multipart_threshold > MAX_PART_SIZE {
             return Err(invalid("multipart_threshold is above 5 GiB".into()));
@@ -277,6 +298,7 @@ impl S3Store {
                         .and_then(|t| std::time::SystemTime::try_from(*t).ok()),
                     etag: object.e_tag().map(strip_quotes),
                     checksum_sha256: None,
+                    sha256: None,
                 });
             }
         }
@@ -296,6 +318,12 @@ impl S3Store {
             .await;
         match result {
             Ok(out) => Ok(ObjectInfo {
+                sha256: whole_sha256(
+                    out.metadata()
+                        .and_then(|m| m.get(SHA256_METADATA))
+                        .map(String::as_str),
+                    out.checksum_sha256(),
+                ),
                 key: key.to_owned(),
                 size: out
                     .content_length()
@@ -401,11 +429,16 @@ impl ReportStore for S3Store {
         format!("s3 bucket `{}` at {}", self.bucket(), self.ctx.endpoint)
     }
 
-    async fn put<R>(&self, key: &str, body: R) -> Result<PutOutcome, StorageError>
+    async fn put_with<R>(
+        &self,
+        key: &str,
+        body: R,
+        options: &PutOptions,
+    ) -> Result<PutOutcome, StorageError>
     where
         R: AsyncRead + Unpin + Send,
     {
-        self.put_inner(key, body)
+        self.put_inner(key, body, options)
             .await
             .map_err(|source| StorageError::Put {
                 key: key.to_owned(),
@@ -462,5 +495,24 @@ impl ReportStore for S3Store {
                 store: self.describe(),
                 source: source.into(),
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::whole_sha256;
+
+    #[test]
+    fn the_whole_digest_comes_from_metadata_or_a_whole_checksum_never_a_composite() {
+        let hex = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+        let b64 = "ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0=";
+        assert_eq!(whole_sha256(Some(hex), None).as_deref(), Some(hex));
+        assert_eq!(whole_sha256(None, Some(b64)).as_deref(), Some(hex));
+        assert_eq!(
+            whole_sha256(Some("not a digest"), Some(b64)).as_deref(),
+            Some(hex)
+        );
+        assert_eq!(whole_sha256(None, Some("AAAA-3")), None);
+        assert_eq!(whole_sha256(None, None), None);
     }
 }

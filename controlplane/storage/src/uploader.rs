@@ -26,7 +26,7 @@ use crate::{
     error::{Cause, StorageError},
     key::validate_key,
     spool::{self, Pending, Spool},
-    ReportStore, MIB,
+    PutOptions, ReportStore, MIB,
 };
 
 /// Bounded exponential backoff between upload attempts of one report.
@@ -338,11 +338,25 @@ impl<S: ReportStore> Uploader<S> {
             key: m.key.clone(),
             problem,
         };
-        let outcome = self
+        let put = self
             .store
-            .put_file(&m.key, &pending.data)
-            .await
-            .map_err(upload_err)?;
+            .put_file_with(&m.key, &pending.data, &PutOptions::with_sha256(&m.sha256))
+            .await;
+        let outcome = match put {
+            // The spooled bytes no longer hash to the manifest: refused before it was stored.
+            Err(e) if matches!(e.cause(), Cause::ChecksumMismatch { .. }) => {
+                let (size, sha256) = digest::hash_file(&pending.data)
+                    .await
+                    .unwrap_or((0, String::new()));
+                return Err(UploaderError::Corrupt {
+                    key: m.key.clone(),
+                    size,
+                    sha256,
+                    path: pending.data.clone(),
+                });
+            }
+            other => other.map_err(upload_err)?,
+        };
         if outcome.size != m.size || outcome.sha256 != m.sha256 {
             return Err(UploaderError::Corrupt {
                 key: m.key.clone(),

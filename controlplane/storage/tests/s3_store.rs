@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::{big_size, fixture, sha256_file, write_random, MIB};
 use nsight_e2e::http;
-use nsight_storage::{download::download_to_file, ByteRange, Cause, ReportStore};
+use nsight_storage::{download::download_to_file, ByteRange, Cause, PutOptions, ReportStore};
 use tokio::io::AsyncReadExt;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -163,13 +163,19 @@ async fn a_large_file_goes_up_in_parts_and_comes_back_resumably() {
     let sha = write_random(&src, size, 42);
     let key = "train/s1/c1/big_train_p_1.nsys-rep";
 
-    let out = f.store.put_file(key, &src).await.unwrap();
+    let out = f
+        .store
+        .put_file_with(key, &src, &PutOptions::with_sha256(&sha))
+        .await
+        .unwrap();
     assert_eq!(out.size, size);
     assert_eq!(out.sha256, sha);
+    let part_size = f.store.settings().part_size;
+    assert_eq!(part_size, 8 * MIB);
     assert_eq!(
         u64::from(out.parts),
-        size.div_ceil(16 * MIB),
-        "16 MiB parts"
+        size.div_ceil(part_size),
+        "8 MiB parts"
     );
     let listed = f.store.list("train/").await.unwrap();
     assert_eq!(listed.len(), 1);
@@ -178,8 +184,10 @@ async fn a_large_file_goes_up_in_parts_and_comes_back_resumably() {
     if let Some(c) = &head.checksum_sha256 {
         assert!(out.checksum_matches(c), "{c}");
     }
+    // The digest given to the put is stored with the object (s3s-fs keeps no multipart checksum).
+    assert_eq!(head.sha256.as_deref(), Some(sha.as_str()));
 
-    // Resume: a download interrupted after 10 MiB fetches only the rest with a ranged GET.
+    // Resume: a download interrupted after 10 MiB fetches only the rest with ranged GETs.
     let dest = f.dir.path().join("out/big.nsys-rep");
     std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
     let mut first = f.store.get(key, ByteRange::new(0, 10 * MIB)).await.unwrap();
@@ -187,14 +195,26 @@ async fn a_large_file_goes_up_in_parts_and_comes_back_resumably() {
     first.read_to_end(&mut partial).await.unwrap();
     std::fs::write(dest.with_extension("nsys-rep.part"), &partial).unwrap();
     std::fs::write(
-        dest.with_extension("nsys-rep.part.etag"),
-        head.etag.clone().unwrap(),
+        dest.with_extension("nsys-rep.part.state"),
+        format!("{}\n{size}\n{}\n", head.etag.clone().unwrap(), 10 * MIB),
     )
     .unwrap();
     let fetched = download_to_file(&f.store, key, &dest).await.unwrap();
     assert_eq!(fetched, size - 10 * MIB);
     assert_eq!(sha256_file(&dest), sha);
     assert!(!dest.with_extension("nsys-rep.part").exists());
+    assert!(!dest.with_extension("nsys-rep.part.state").exists());
+
+    // A state naming another version of the object (other etag) is not trusted: start over.
+    let stale = f.dir.path().join("out/stale.nsys-rep");
+    std::fs::write(stale.with_extension("nsys-rep.part"), vec![0u8; 4096]).unwrap();
+    std::fs::write(
+        stale.with_extension("nsys-rep.part.state"),
+        format!("other-etag\n{size}\n4096\n"),
+    )
+    .unwrap();
+    assert_eq!(download_to_file(&f.store, key, &stale).await.unwrap(), size);
+    assert_eq!(sha256_file(&stale), sha);
 
     // A fresh download of the whole object.
     let again = f.dir.path().join("out/again.nsys-rep");

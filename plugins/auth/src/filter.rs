@@ -1,9 +1,12 @@
-//! proxy-wasm glue: parse the configuration once per root context, decide per request.
+//! proxy-wasm glue: parse the configuration once per root context, decide per request, and
+//! fetch the issuer's JWKS (remote mode) with `dispatch_http_call`: from the root context on a
+//! 1 s tick (first load, TTL refresh), from a request context when a token names an unknown
+//! kid (that request waits for the answer, then is decided again).
 //! Never panics: a panic would abort the Wasm VM for every request on the worker. So it calls
 //! `proxy_wasm::hostcalls` (which return `Result`) rather than the trait helpers that unwrap,
 //! and reads header values as bytes (a non-UTF-8 value must not abort the VM).
 
-use std::{rc::Rc, time::UNIX_EPOCH};
+use std::{cell::RefCell, rc::Rc, time::Duration, time::UNIX_EPOCH};
 
 use proxy_wasm::{
     hostcalls,
@@ -13,24 +16,130 @@ use proxy_wasm::{
 
 use crate::{
     config::AuthConfig,
-    policy::{decide, Decision},
+    jwt::KeySource,
+    policy::{decide_with, Decision, Denial},
+    remote::{JwksCache, RemoteJwks, MAX_JWKS_BYTES},
 };
 
 /// Header set on forwarded requests: who the gateway authenticated.
 const IDENTITY_HEADER: &str = "x-nsight-auth-identity";
 
+/// The remote-JWKS cache of this worker's VM, shared by the root and the request contexts.
+type Cache = Rc<RefCell<JwksCache>>;
+
 proxy_wasm::main! {{
     proxy_wasm::set_log_level(LogLevel::Info);
     proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> {
-        Box::new(AuthRoot { config: Rc::new(AuthConfig::Unauthenticated) })
+        Box::new(AuthRoot {
+            config: Rc::new(AuthConfig::Unauthenticated),
+            cache: Cache::default(),
+        })
     });
 }}
 
 struct AuthRoot {
     config: Rc<AuthConfig>,
+    cache: Cache,
 }
 
-impl Context for AuthRoot {}
+/// The remote JWKS settings of a configuration, if it fetches its keys.
+fn remote(config: &AuthConfig) -> Option<&RemoteJwks> {
+    match config {
+        AuthConfig::Jwt { jwt, .. } => match &jwt.keys {
+            KeySource::Remote(remote) => Some(remote),
+            KeySource::Inline(_) => None,
+        },
+        _ => None,
+    }
+}
+
+fn now_s() -> Option<u64> {
+    hostcalls::get_current_time()
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map(|d| d.as_secs())
+}
+
+/// Dispatches a GET of the JWKS through the issuer's cluster; whether it went out.
+fn start_fetch(remote: &RemoteJwks, cache: &Cache, now: u64) -> bool {
+    let Ok(mut cache) = cache.try_borrow_mut() else {
+        return false;
+    };
+    cache.started(now);
+    let sent = hostcalls::dispatch_http_call(
+        &remote.cluster,
+        vec![
+            (":method", "GET"),
+            (":path", &remote.path),
+            (":authority", &remote.authority),
+            ("accept", "application/json"),
+        ],
+        None,
+        vec![],
+        Duration::from_millis(remote.timeout_ms),
+    );
+    if let Err(e) = sent {
+        cache.abandoned();
+        log::error(&format!(
+            "nsight auth filter: cannot fetch the JWKS from {} through cluster {:?} ({e:?}); \
+             is the cluster defined?",
+            remote.uri, remote.cluster
+        ));
+        return false;
+    }
+    true
+}
+
+/// Hands the answer of a JWKS fetch to the cache, logging the outcome.
+fn finish_fetch(remote: &RemoteJwks, cache: &Cache, num_headers: usize, body_size: usize) {
+    let status = if num_headers == 0 {
+        None
+    } else {
+        hostcalls::get_map_value(MapType::HttpCallResponseHeaders, ":status")
+            .ok()
+            .flatten()
+            .and_then(|s| s.parse::<u16>().ok())
+    };
+    let body = hostcalls::get_buffer(
+        BufferType::HttpCallResponseBody,
+        0,
+        body_size.min(MAX_JWKS_BYTES + 1),
+    )
+    .ok()
+    .flatten()
+    .unwrap_or_default();
+    let Ok(mut cache) = cache.try_borrow_mut() else {
+        return;
+    };
+    match cache.finished(now_s().unwrap_or_default(), status, &body) {
+        Ok(n) => log::info(&format!(
+            "nsight auth filter: loaded {n} signing key(s) from {}",
+            remote.uri
+        )),
+        Err(e) => log::error(&format!(
+            "nsight auth filter: JWKS fetch from {} failed: {e}; {}",
+            remote.uri,
+            match cache.keys() {
+                Some(keys) => format!("keeping the {} key(s) loaded before", keys.len()),
+                None => "no keys yet: JWT requests get 503".to_owned(),
+            }
+        )),
+    }
+}
+
+impl Context for AuthRoot {
+    fn on_http_call_response(
+        &mut self,
+        _token_id: u32,
+        num_headers: usize,
+        body_size: usize,
+        _num_trailers: usize,
+    ) {
+        if let Some(remote) = remote(&self.config) {
+            finish_fetch(remote, &self.cache, num_headers, body_size);
+        }
+    }
+}
 
 impl RootContext for AuthRoot {
     fn on_configure(&mut self, _size: usize) -> bool {
@@ -42,6 +151,14 @@ impl RootContext for AuthRoot {
             Ok(config) => {
                 log::info(&format!("nsight auth filter configured: {config:?}"));
                 self.config = Rc::new(config);
+                // New configuration, new keys: never verify with another issuer's cache.
+                self.cache = Cache::default();
+                if remote(&self.config).is_some()
+                    && hostcalls::set_tick_period(Duration::from_secs(1)).is_err()
+                {
+                    log::error("nsight auth filter: cannot set the JWKS refresh timer");
+                    return false;
+                }
                 true
             }
             Err(e) => {
@@ -53,9 +170,24 @@ impl RootContext for AuthRoot {
         }
     }
 
+    fn on_tick(&mut self) {
+        let (Some(remote), Some(now)) = (remote(&self.config), now_s()) else {
+            return;
+        };
+        let due = self
+            .cache
+            .try_borrow()
+            .is_ok_and(|c| c.refresh_due(remote, now));
+        if due {
+            start_fetch(remote, &self.cache, now);
+        }
+    }
+
     fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
         Some(Box::new(AuthRequest {
             config: Rc::clone(&self.config),
+            cache: Rc::clone(&self.cache),
+            waiting: None,
         }))
     }
 
@@ -66,9 +198,108 @@ impl RootContext for AuthRoot {
 
 struct AuthRequest {
     config: Rc<AuthConfig>,
+    cache: Cache,
+    /// Paused for a JWKS refresh: the request's `Authorization` and the refusal if it fails.
+    waiting: Option<(Option<String>, Denial)>,
 }
 
-impl Context for AuthRequest {}
+impl AuthRequest {
+    fn decide(&self, authorization: Option<&str>, now: u64) -> Decision {
+        let keys = self.cache.try_borrow().ok().and_then(|c| c.keys());
+        decide_with(
+            &self.config,
+            keys.as_deref().map(Vec::as_slice),
+            authorization,
+            now,
+        )
+    }
+
+    /// Carries out a decision; `may_refresh`: an unknown kid may trigger a JWKS fetch.
+    fn act(
+        &mut self,
+        decision: Decision,
+        authorization: Option<String>,
+        now: u64,
+        may_refresh: bool,
+    ) -> Action {
+        match decision {
+            Decision::Allow { identity } => {
+                let set = hostcalls::set_map_value(
+                    MapType::HttpRequestHeaders,
+                    IDENTITY_HEADER,
+                    Some(&identity),
+                );
+                if set.is_err() {
+                    return fail("could not set the identity header");
+                }
+                Action::Continue
+            }
+            Decision::Deny(denial) => refuse(&denial),
+            Decision::Unavailable { reason } => {
+                let body = serde_json::json!({
+                    "title": "Service Unavailable",
+                    "status": 503,
+                    "detail": reason,
+                })
+                .to_string();
+                let _ = hostcalls::send_http_response(
+                    503,
+                    vec![
+                        ("content-type", "application/problem+json"),
+                        ("retry-after", "1"),
+                    ],
+                    Some(body.as_bytes()),
+                );
+                Action::Pause
+            }
+            Decision::RefreshKeys(denial) => {
+                let Some(remote) = remote(&self.config) else {
+                    return refuse(&denial);
+                };
+                let allowed = may_refresh
+                    && self
+                        .cache
+                        .try_borrow()
+                        .is_ok_and(|c| c.may_refresh_for_unknown_kid(remote, now));
+                if allowed && start_fetch(remote, &self.cache, now) {
+                    self.waiting = Some((authorization, denial));
+                    Action::Pause
+                } else {
+                    refuse(&denial)
+                }
+            }
+        }
+    }
+}
+
+impl Context for AuthRequest {
+    fn on_http_call_response(
+        &mut self,
+        _token_id: u32,
+        num_headers: usize,
+        body_size: usize,
+        _num_trailers: usize,
+    ) {
+        let Some((authorization, denial)) = self.waiting.take() else {
+            return;
+        };
+        if let Some(remote) = remote(&self.config) {
+            finish_fetch(remote, &self.cache, num_headers, body_size);
+        }
+        let Some(now) = now_s() else {
+            fail("the host clock is not available");
+            return;
+        };
+        let decision = match self.decide(authorization.as_deref(), now) {
+            // The refreshed keys still lack the kid: the refusal that was pending.
+            Decision::RefreshKeys(_) => Decision::Deny(denial),
+            d => d,
+        };
+        if let Action::Continue = self.act(decision, authorization, now, false) {
+            let _ = hostcalls::resume_http_request();
+        }
+    }
+}
 
 impl HttpContext for AuthRequest {
     fn on_http_request_headers(&mut self, _headers: usize, _end_of_stream: bool) -> Action {
@@ -81,45 +312,32 @@ impl HttpContext for AuthRequest {
                 .ok()
                 .flatten()
                 .map(|b| String::from_utf8_lossy(&b).into_owned());
-        let Some(now) = hostcalls::get_current_time()
-            .ok()
-            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-            .map(|d| d.as_secs())
-        else {
+        let Some(now) = now_s() else {
             return fail("the host clock is not available");
         };
-        match decide(&self.config, authorization.as_deref(), now) {
-            Decision::Allow { identity } => {
-                let set = hostcalls::set_map_value(
-                    MapType::HttpRequestHeaders,
-                    IDENTITY_HEADER,
-                    Some(&identity),
-                );
-                if set.is_err() {
-                    return fail("could not set the identity header");
-                }
-                Action::Continue
-            }
-            Decision::Deny(denial) => {
-                let body = serde_json::json!({
-                    "title": "Unauthorized",
-                    "status": 401,
-                    "detail": denial.reason,
-                })
-                .to_string();
-                let challenge = denial.challenge();
-                let _ = hostcalls::send_http_response(
-                    401,
-                    vec![
-                        ("content-type", "application/problem+json"),
-                        ("www-authenticate", challenge.as_str()),
-                    ],
-                    Some(body.as_bytes()),
-                );
-                Action::Pause
-            }
-        }
+        let decision = self.decide(authorization.as_deref(), now);
+        self.act(decision, authorization, now, true)
     }
+}
+
+/// Answers 401 with the reason (problem+json and the Bearer challenge).
+fn refuse(denial: &Denial) -> Action {
+    let body = serde_json::json!({
+        "title": "Unauthorized",
+        "status": 401,
+        "detail": denial.reason,
+    })
+    .to_string();
+    let challenge = denial.challenge();
+    let _ = hostcalls::send_http_response(
+        401,
+        vec![
+            ("content-type", "application/problem+json"),
+            ("www-authenticate", challenge.as_str()),
+        ],
+        Some(body.as_bytes()),
+    );
+    Action::Pause
 }
 
 /// Fails closed: the request is answered 500 and never forwarded.

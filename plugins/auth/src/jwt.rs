@@ -14,7 +14,10 @@ use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
 use jsonwebtoken::{Algorithm, Validation};
 use serde::Deserialize;
 
-use crate::jwks::{alg_name, parse_jwks, JwksError, VerifyKey};
+use crate::{
+    jwks::{alg_name, parse_jwks, JwksError, VerifyKey},
+    remote::{RawRemoteJwks, RemoteJwks},
+};
 
 /// Largest clock skew that may be configured, in seconds.
 pub const MAX_CLOCK_SKEW_S: u64 = 300;
@@ -29,7 +32,9 @@ pub const MAX_SUBJECT_LEN: usize = 256;
 pub(crate) struct RawJwtConfig {
     issuer: String,
     audiences: Vec<String>,
-    jwks: serde_json::Value,
+    /// Inline keys; exactly one of `jwks` and `remote_jwks`.
+    jwks: Option<serde_json::Value>,
+    remote_jwks: Option<RawRemoteJwks>,
     #[serde(default = "default_skew")]
     clock_skew_s: u64,
 }
@@ -39,13 +44,22 @@ fn default_skew() -> u64 {
 }
 
 /// A validated JWT policy. Invariants: issuer and audiences non-empty, skew at most
-/// [`MAX_CLOCK_SKEW_S`], at least one key, keys as `jwks` promises.
+/// [`MAX_CLOCK_SKEW_S`], inline keys as `jwks` promises (at least one).
 #[derive(Clone)]
 pub struct JwtConfig {
     pub issuer: String,
     pub audiences: BTreeSet<String>,
-    pub keys: Vec<VerifyKey>,
+    pub keys: KeySource,
     pub clock_skew_s: u64,
+}
+
+/// Where the trusted keys come from.
+#[derive(Clone, Debug)]
+pub enum KeySource {
+    /// Given in the configuration.
+    Inline(Vec<VerifyKey>),
+    /// Fetched from the issuer's `jwks_uri` by the glue (see `remote`).
+    Remote(RemoteJwks),
 }
 
 impl std::fmt::Debug for JwtConfig {
@@ -65,6 +79,9 @@ pub enum JwtConfigError {
     NoAudience,
     ClockSkewTooLarge(u64),
     Jwks(JwksError),
+    /// Both or neither of `jwks` and `remote_jwks`.
+    KeySource,
+    Remote(String),
 }
 
 impl std::fmt::Display for JwtConfigError {
@@ -79,6 +96,11 @@ impl std::fmt::Display for JwtConfigError {
                 "`clock_skew_s` is {s}; at most {MAX_CLOCK_SKEW_S} seconds are accepted"
             ),
             Self::Jwks(e) => e.fmt(f),
+            Self::KeySource => f.write_str(
+                "jwt mode needs exactly one of `jwks` (inline keys) and `remote_jwks` (the \
+                 issuer's jwks_uri)",
+            ),
+            Self::Remote(e) => f.write_str(e),
         }
     }
 }
@@ -96,7 +118,15 @@ impl JwtConfig {
         if raw.clock_skew_s > MAX_CLOCK_SKEW_S {
             return Err(JwtConfigError::ClockSkewTooLarge(raw.clock_skew_s));
         }
-        let keys = parse_jwks(&raw.jwks).map_err(JwtConfigError::Jwks)?;
+        let keys = match (raw.jwks, raw.remote_jwks) {
+            (Some(jwks), None) => {
+                KeySource::Inline(parse_jwks(&jwks).map_err(JwtConfigError::Jwks)?)
+            }
+            (None, Some(remote)) => {
+                KeySource::Remote(RemoteJwks::from_raw(remote).map_err(JwtConfigError::Remote)?)
+            }
+            _ => return Err(JwtConfigError::KeySource),
+        };
         Ok(Self {
             issuer: raw.issuer,
             audiences: raw.audiences.into_iter().collect(),
@@ -105,14 +135,28 @@ impl JwtConfig {
         })
     }
 
-    /// Verifies `token` at `now` (seconds since the Unix epoch); the token's `sub` on success.
+    /// Verifies `token` at `now` (seconds since the Unix epoch) against the inline keys; the
+    /// token's `sub` on success. With a remote JWKS use [`JwtConfig::verify_with`].
     pub fn verify(&self, token: &str, now: u64) -> Result<String, TokenError> {
+        match &self.keys {
+            KeySource::Inline(keys) => self.verify_with(keys, token, now),
+            KeySource::Remote(_) => Err(TokenError::UnknownKid),
+        }
+    }
+
+    /// Verifies `token` at `now` against `keys`; the token's `sub` on success.
+    pub fn verify_with(
+        &self,
+        keys: &[VerifyKey],
+        token: &str,
+        now: u64,
+    ) -> Result<String, TokenError> {
         let header = unverified_header(token)?;
         let alg = accepted_alg(&header.alg)?;
         if header.crit.is_some() {
             return Err(TokenError::CriticalHeader);
         }
-        let key = self.key_for(header.kid.as_deref())?;
+        let key = key_for(keys, header.kid.as_deref())?;
         if key.alg != alg {
             return Err(TokenError::AlgorithmMismatch {
                 token: alg_name(alg),
@@ -134,17 +178,6 @@ impl JwtConfig {
                 }
             })?;
         self.check_claims(&data.claims, now)
-    }
-
-    fn key_for(&self, kid: Option<&str>) -> Result<&VerifyKey, TokenError> {
-        match (kid, self.keys.as_slice()) {
-            (Some(kid), keys) => keys
-                .iter()
-                .find(|k| k.kid.as_deref() == Some(kid))
-                .ok_or(TokenError::UnknownKid),
-            (None, [only]) => Ok(only),
-            (None, _) => Err(TokenError::MissingKid),
-        }
     }
 
     fn check_claims(&self, claims: &Claims, now: u64) -> Result<String, TokenError> {
@@ -179,6 +212,17 @@ impl JwtConfig {
             return Err(TokenError::BadSubject);
         }
         Ok(sub.to_owned())
+    }
+}
+
+fn key_for<'k>(keys: &'k [VerifyKey], kid: Option<&str>) -> Result<&'k VerifyKey, TokenError> {
+    match (kid, keys) {
+        (Some(kid), keys) => keys
+            .iter()
+            .find(|k| k.kid.as_deref() == Some(kid))
+            .ok_or(TokenError::UnknownKid),
+        (None, [only]) => Ok(only),
+        (None, _) => Err(TokenError::MissingKid),
     }
 }
 

@@ -6,6 +6,7 @@
 //!                                        v
 //!                                  decide() (policy.rs, plain Rust, tested on the host)
 //!                                        │   └─ JWT: jwt.rs (claims) + jwks.rs (trusted keys)
+//!                                        │        keys inline, or fetched: remote.rs (cache)
 //!                                        │ Decision
 //!                                        v
 //!                       resume the request, or answer 401 with a reason
@@ -17,9 +18,10 @@ pub mod config;
 pub mod jwks;
 pub mod jwt;
 pub mod policy;
+pub mod remote;
 
 #[cfg(target_arch = "wasm32")]
 mod filter;
 
 pub use config::{AuthConfig, ConfigError};
-pub use policy::{decide, Decision, Denial};
+pub use policy::{decide, decide_with, Decision, Denial};

@@ -1,11 +1,16 @@
-//! The decision: may this request pass? Pure function of the configuration, the request's
-//! `Authorization` header and the time; no I/O, no clock of its own, no panics.
+//! The decision: may this request pass? Pure function of the configuration, the keys fetched
+//! so far (remote JWKS), the request's `Authorization` header and the time; no I/O, no clock
+//! of its own, no panics.
 
 use std::borrow::Cow;
 
 use subtle::ConstantTimeEq;
 
-use crate::config::AuthConfig;
+use crate::{
+    config::AuthConfig,
+    jwks::VerifyKey,
+    jwt::{KeySource, TokenError},
+};
 
 /// Largest `Authorization` header value looked at, in bytes; a larger one is refused unread.
 pub const MAX_AUTHORIZATION_LEN: usize = 8 * 1024;
@@ -17,6 +22,11 @@ pub enum Decision {
     Allow { identity: String },
     /// Answer 401 without forwarding.
     Deny(Denial),
+    /// The token names a `kid` the fetched JWKS lacks: the issuer may have rotated its keys.
+    /// The glue may fetch the JWKS again (rate-limited) and decide again; otherwise deny.
+    RefreshKeys(Denial),
+    /// The issuer's keys were never fetched yet: answer 503 (retry shortly), never forward.
+    Unavailable { reason: Cow<'static, str> },
 }
 
 /// A refusal. `reason` is safe to show the client: no secrets, no key material, no token.
@@ -68,8 +78,19 @@ impl Denial {
 }
 
 /// Decides a request from its `Authorization` header value (if any) at `now` (seconds since
-/// the Unix epoch, from the host).
+/// the Unix epoch, from the host), for configurations with inline keys.
 pub fn decide(config: &AuthConfig, authorization: Option<&str>, now: u64) -> Decision {
+    decide_with(config, None, authorization, now)
+}
+
+/// [`decide`] with the keys fetched from the issuer's `jwks_uri` so far (`None`: none yet);
+/// `fetched` is ignored when the keys are inline.
+pub fn decide_with(
+    config: &AuthConfig,
+    fetched: Option<&[VerifyKey]>,
+    authorization: Option<&str>,
+    now: u64,
+) -> Decision {
     let (api_keys, jwt) = match config {
         AuthConfig::Unauthenticated => {
             return Decision::Allow {
@@ -110,10 +131,32 @@ pub fn decide(config: &AuthConfig, authorization: Option<&str>, now: u64) -> Dec
         Some(_) if !api_keys.is_empty() && !presented.contains('.') => {
             deny(Some(BearerError::InvalidToken), "invalid API key")
         }
-        Some(jwt) => match jwt.verify(presented, now) {
-            Ok(sub) => Decision::Allow { identity: sub },
-            Err(e) => deny(Some(BearerError::InvalidToken), e.to_string()),
-        },
+        Some(jwt) => {
+            let keys = match (&jwt.keys, fetched) {
+                (KeySource::Inline(keys), _) => keys.as_slice(),
+                (KeySource::Remote(_), Some(keys)) => keys,
+                (KeySource::Remote(remote), None) => {
+                    return Decision::Unavailable {
+                        reason: format!(
+                            "the gateway has not loaded the issuer's signing keys from {} yet; \
+                             retry in a few seconds",
+                            remote.uri
+                        )
+                        .into(),
+                    }
+                }
+            };
+            match jwt.verify_with(keys, presented, now) {
+                Ok(sub) => Decision::Allow { identity: sub },
+                Err(e @ TokenError::UnknownKid) if matches!(jwt.keys, KeySource::Remote(_)) => {
+                    Decision::RefreshKeys(Denial {
+                        error: Some(BearerError::InvalidToken),
+                        reason: e.to_string().into(),
+                    })
+                }
+                Err(e) => deny(Some(BearerError::InvalidToken), e.to_string()),
+            }
+        }
         None => deny(Some(BearerError::InvalidToken), "invalid API key"),
     }
 }

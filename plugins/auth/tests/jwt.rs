@@ -7,8 +7,9 @@ use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
 use jsonwebtoken::{encode, jwk::Jwk, Algorithm, EncodingKey, Header};
 use nsight_auth_filter::{
     config::ConfigError,
-    decide,
-    jwt::TokenError,
+    decide, decide_with,
+    jwks::parse_jwks,
+    jwt::{KeySource, TokenError},
     policy::{BearerError, MAX_AUTHORIZATION_LEN},
     AuthConfig, Decision, Denial,
 };
@@ -106,7 +107,7 @@ fn decide_bearer(config: &AuthConfig, token: &str) -> Decision {
 fn allowed(d: &Decision) -> &str {
     match d {
         Decision::Allow { identity } => identity,
-        Decision::Deny(denial) => panic!("denied: {}", denial.reason),
+        other => panic!("not allowed: {other:?}"),
     }
 }
 
@@ -518,7 +519,7 @@ fn config_defaults_the_skew_and_bounds_it() {
     };
     assert_eq!(jwt.clock_skew_s, 60);
     assert!(api_keys.is_empty());
-    assert_eq!(jwt.keys.len(), 3);
+    assert!(matches!(&jwt.keys, KeySource::Inline(k) if k.len() == 3));
     let e = config_error(jwt_config(
         json!({"issuer": ISS, "audiences": [AUD], "jwks": jwks(), "clock_skew_s": 301}),
     ));
@@ -642,4 +643,72 @@ fn config_errors_are_typed() {
         TokenError::Expired { ago: 5 }.to_string(),
         "the token expired 5 s ago; get a new token from the issuer"
     );
+}
+
+// ---- JWKS fetched from the issuer's jwks_uri (the fetch itself: remote.rs, e2e) ----
+
+fn remote_config() -> AuthConfig {
+    let c = jwt_config(json!({"issuer": ISS, "audiences": [AUD],
+        "remote_jwks": {"cluster": "idp", "uri": "http://idp.test/jwks", "cache_ttl_s": 60,
+                        "min_refresh_interval_s": 5}}));
+    AuthConfig::parse(c.to_string().as_bytes()).unwrap()
+}
+
+#[test]
+fn remote_jwks_before_the_first_fetch_is_unavailable_not_allowed() {
+    let d = decide_with(
+        &remote_config(),
+        None,
+        Some(&format!("Bearer {}", rs256(&claims()))),
+        NOW,
+    );
+    let Decision::Unavailable { reason } = d else {
+        panic!("{d:?}")
+    };
+    assert!(
+        reason.contains("http://idp.test/jwks") && reason.contains("retry"),
+        "{reason}"
+    );
+    // No credentials at all is still a plain 401, keys or not.
+    assert!(matches!(
+        decide_with(&remote_config(), None, None, NOW),
+        Decision::Deny(_)
+    ));
+}
+
+#[test]
+fn remote_jwks_verifies_with_the_fetched_keys_and_asks_for_a_refresh_on_unknown_kid() {
+    let keys = parse_jwks(&jwks()).unwrap();
+    let c = remote_config();
+    let bearer = |t: &str| format!("Bearer {t}");
+    let d = decide_with(&c, Some(&keys), Some(&bearer(&rs256(&claims()))), NOW);
+    assert_eq!(allowed(&d), "alice@example.com");
+    let rotated = sign(&rsa_other(), Algorithm::RS256, Some("rsa-2"), &claims());
+    let d = decide_with(&c, Some(&keys), Some(&bearer(&rotated)), NOW);
+    let Decision::RefreshKeys(denial) = d else {
+        panic!("{d:?}")
+    };
+    assert!(denial.reason.contains("kid"), "{}", denial.reason);
+    // Other refusals are final: no refresh for a bad signature or an expired token.
+    let expired = rs256(&with(claims(), "exp", json!(NOW - 3600)));
+    invalid_token(
+        decide_with(&c, Some(&keys), Some(&bearer(&expired)), NOW),
+        "expired",
+    );
+    // With inline keys an unknown kid is a plain refusal.
+    invalid_token(decide_bearer(&config(), &rotated), "kid");
+}
+
+#[test]
+fn config_needs_exactly_one_key_source() {
+    let both = config_error(jwt_config(
+        json!({"issuer": ISS, "audiences": [AUD], "jwks": jwks(),
+        "remote_jwks": {"cluster": "idp", "uri": "http://idp.test/jwks"}}),
+    ));
+    assert!(both.contains("exactly one of `jwks`"), "{both}");
+    let neither = config_error(jwt_config(json!({"issuer": ISS, "audiences": [AUD]})));
+    assert!(neither.contains("exactly one of `jwks`"), "{neither}");
+    let bad = config_error(jwt_config(json!({"issuer": ISS, "audiences": [AUD],
+        "remote_jwks": {"cluster": "idp", "uri": "idp.test/jwks"}})));
+    assert!(bad.contains("http:// or https://"), "{bad}");
 }

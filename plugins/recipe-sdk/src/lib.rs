@@ -9,23 +9,35 @@
 //! ```
 //!
 //! It owns the statistics and their rounding rules (docs/recipes.md), argument parsing and the
-//! checks for missing tables and columns. It does not own the WIT bindings: each recipe
+//! checks for missing tables and columns, the `--filter-time`/`--filter-nvtx` window, NVTX
+//! naming and the naming of GPU memory operations. It does not own the WIT bindings: each recipe
 //! generates them and converts at the edge with [`wit_glue!`].
 
 mod args;
+mod filter;
 mod glue;
+pub mod memops;
 mod names;
+pub mod nvtx;
 mod report;
 mod stats;
 mod summary;
 mod value;
 
 pub use args::{Args, TimeUnit};
-pub use names::strip_api_version;
+pub use filter::{
+    parse_filter_nvtx, parse_filter_time, time_window, NvtxFilter, Window, FILTER_ARGS,
+    STATS_ARGUMENTS,
+};
+pub use names::{string_values, strip_api_version};
 pub use report::{Report, Schema};
 pub use stats::{percent, round_half_away, Stats};
-pub use summary::{summary_columns, summary_table, Group, SummarySpec};
+pub use summary::{
+    size_summary_columns, size_summary_table, summary_columns, summary_table, Group,
+    SizeSummarySpec, SummarySpec, BYTES_PER_MB,
+};
 pub use value::{Column, ColumnKind, Figure, Output, Table, Value};
 
-/// Rows asked for per batch when reading a query's result.
-pub const BATCH_ROWS: u32 = 4096;
+/// Rows asked for per batch when reading a query's result: the host's most (it also cuts a
+/// batch at 16 MiB of text), so that a large scan makes few calls across the boundary.
+pub const BATCH_ROWS: u32 = 16_384;

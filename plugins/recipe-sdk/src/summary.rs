@@ -64,8 +64,9 @@ pub fn summary_columns(spec: &SummarySpec) -> Vec<Column> {
     columns
 }
 
-/// Builds the summary table of `groups` (groups without durations are dropped).
-pub fn summary_table(spec: &SummarySpec, groups: Vec<Group>) -> Table {
+/// The statistics of each group with values, in the order of a summary: Total descending,
+/// then count descending, then the labels in `tie_order` ascending, then the group id.
+fn ranked(tie_order: &[usize], groups: Vec<Group>) -> Vec<(Group, Stats)> {
     let mut rows: Vec<(Group, Stats)> = groups
         .into_iter()
         .filter_map(|mut g| Stats::of(&mut g.durations).map(|s| (g, s)))
@@ -74,9 +75,15 @@ pub fn summary_table(spec: &SummarySpec, groups: Vec<Group>) -> Table {
         b.total
             .cmp(&a.total)
             .then(b.count.cmp(&a.count))
-            .then_with(|| compare_labels(spec.tie_order, &ga.labels, &gb.labels))
+            .then_with(|| compare_labels(tie_order, &ga.labels, &gb.labels))
             .then(ga.id.cmp(&gb.id))
     });
+    rows
+}
+
+/// Builds the summary table of `groups` (groups without durations are dropped).
+pub fn summary_table(spec: &SummarySpec, groups: Vec<Group>) -> Table {
+    let rows = ranked(spec.tie_order, groups);
     let grand: i128 = rows.iter().map(|(_, s)| i128::from(s.total)).sum();
     let grand = i64::try_from(grand).unwrap_or(i64::MAX);
     let unit = spec.unit;
@@ -105,6 +112,71 @@ pub fn summary_table(spec: &SummarySpec, groups: Vec<Group>) -> Table {
     Table {
         name: spec.table.to_owned(),
         columns: summary_columns(spec),
+        rows,
+    }
+}
+
+/// The shape of a summary by size (`cuda_gpu_mem_size_sum`): no Time (%), sizes in MB.
+#[derive(Debug, Clone, Copy)]
+pub struct SizeSummarySpec {
+    /// The table's name (the CSV file name).
+    pub table: &'static str,
+    /// Header of the count column, e.g. `Count`.
+    pub count_header: &'static str,
+    /// Headers of the label columns, shown after the statistics (e.g. `["Operation"]`).
+    pub labels: &'static [&'static str],
+    /// The order in which labels break ties (indexes into `labels`).
+    pub tie_order: &'static [usize],
+}
+
+/// Bytes in one MB (`1e6`, as NVIDIA's size summaries count).
+pub const BYTES_PER_MB: f64 = 1e6;
+
+/// The columns of a summary by size: `Total (MB)`, the count, `Avg`, `Med`, `Min`, `Max`,
+/// `StdDev` (each `(MB)`), then the labels.
+pub fn size_summary_columns(spec: &SizeSummarySpec) -> Vec<Column> {
+    let mb = |name: &str| Column::new(format!("{name} (MB)"), ColumnKind::Real, Some("MB"));
+    let mut columns = vec![
+        mb("Total"),
+        Column::new(spec.count_header, ColumnKind::Int, None),
+        mb("Avg"),
+        mb("Med"),
+        mb("Min"),
+        mb("Max"),
+        mb("StdDev"),
+    ];
+    columns.extend(
+        spec.labels
+            .iter()
+            .map(|l| Column::new(*l, ColumnKind::Text, None)),
+    );
+    columns
+}
+
+/// Builds the summary by size of `groups`, whose `durations` hold sizes in bytes. The same
+/// statistics and order as [`summary_table`]; Avg, Med and StdDev are rounded to one decimal
+/// in bytes, and every size column is then divided by 1e6 (MB), unrounded.
+pub fn size_summary_table(spec: &SizeSummarySpec, groups: Vec<Group>) -> Table {
+    let mb = |bytes: f64| Value::Real(bytes / BYTES_PER_MB);
+    let rows = ranked(spec.tie_order, groups)
+        .into_iter()
+        .map(|(g, s)| {
+            let mut row = vec![
+                mb(s.total as f64),
+                Value::Int(i64::try_from(s.count).unwrap_or(i64::MAX)),
+                mb(round_half_away(s.mean, 1)),
+                mb(round_half_away(s.median, 1)),
+                mb(s.min as f64),
+                mb(s.max as f64),
+                mb(round_half_away(s.stddev, 1)),
+            ];
+            row.extend(g.labels.into_iter().map(Value::Text));
+            row
+        })
+        .collect();
+    Table {
+        name: spec.table.to_owned(),
+        columns: size_summary_columns(spec),
         rows,
     }
 }
@@ -211,6 +283,46 @@ mod tests {
         assert_eq!(r[3], Value::Real(1127.0 / 1e3));
         assert_eq!(r[4], Value::Real(1000.5 / 1e3));
         assert_eq!(r[5], Value::Real(0.007));
+    }
+
+    #[test]
+    fn sizes_are_in_mb_after_rounding_in_bytes() {
+        let spec = SizeSummarySpec {
+            table: "s",
+            count_header: "Count",
+            labels: &["Operation"],
+            tie_order: &[0],
+        };
+        let g = |name: &str, d: &[i64]| Group {
+            labels: vec![name.into()],
+            id: 0,
+            durations: d.to_vec(),
+        };
+        let t = size_summary_table(&spec, vec![g("b", &[1, 2]), g("a", &[3]), g("c", &[8])]);
+        let names: Vec<&str> = t.columns.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "Total (MB)",
+                "Count",
+                "Avg (MB)",
+                "Med (MB)",
+                "Min (MB)",
+                "Max (MB)",
+                "StdDev (MB)",
+                "Operation"
+            ]
+        );
+        let labels: Vec<&Value> = t.rows.iter().map(|r| &r[7]).collect();
+        let text = |s: &str| Value::Text(s.into());
+        // 8 bytes first; then 3 bytes twice: two values before one, then by name.
+        assert_eq!(labels, [&text("c"), &text("b"), &text("a")]);
+        let b = &t.rows[1];
+        assert_eq!(b[0], Value::Real(3.0 / 1e6));
+        assert_eq!(b[1], Value::Int(2));
+        assert_eq!(b[2], Value::Real(1.5 / 1e6));
+        assert_eq!(b[4], Value::Real(1.0 / 1e6));
+        assert_eq!(b[6], Value::Real(0.7 / 1e6));
     }
 
     #[test]

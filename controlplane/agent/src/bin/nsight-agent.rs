@@ -8,9 +8,11 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 use nsight_agent::{
     channel::{AgentConfig, AgentTls},
+    nsys::{split_tool_args, NsysCommands},
+    nsys_run,
     preflight::{self, Facts},
     publish::Publisher,
-    run::{self, Mode, RunOptions},
+    run::{self, BackendKind, Mode, RunOptions},
 };
 use nsight_storage::{config::LocalConfig, StorageConfig, Store, Uploader};
 
@@ -77,6 +79,12 @@ struct RunArgs {
     /// Scratch directory (default: $TMPDIR/nsight-agent-<pid>).
     #[arg(long, env = "NSIGHT_AGENT_WORK_DIR")]
     work_dir: Option<PathBuf>,
+    /// The nsys executable for --backend nsys (default: `nsys` on PATH).
+    #[arg(long, env = "NSIGHT_NSYS")]
+    nsys: Option<PathBuf>,
+    /// The tool config's `nsightToolArgs` for --backend nsys, e.g. "--trace=cuda,nvtx".
+    #[arg(long, env = "NSIGHT_TOOL_ARGS", allow_hyphen_values = true)]
+    tool_args: Option<String>,
     /// The NVTX injection library (default: libnsight_nvtx.so beside this binary).
     #[arg(long, env = "NSIGHT_NVTX_LIB")]
     nvtx_lib: Option<PathBuf>,
@@ -131,12 +139,14 @@ async fn run_command(args: RunArgs) -> anyhow::Result<i32> {
     for d in &diagnostics {
         tracing::warn!("preflight: {d}");
     }
-    if matches!(args.backend, BackendArg::Nsys) {
-        anyhow::bail!(
-            "the nsys backend's command lines are implemented (nsight_agent::nsys) but running \
-             it is not wired yet: use --backend nvtx"
-        );
-    }
+    // Checked before anything else is opened: a missing nsys is the likeliest mistake.
+    let nsys = match args.backend {
+        BackendArg::Nsys => Some(
+            nsys_run::locate(args.nsys.as_deref(), std::env::var_os("PATH").as_deref())
+                .map_err(anyhow::Error::msg)?,
+        ),
+        BackendArg::Nvtx => None,
+    };
     let work_dir = args.work_dir.clone().unwrap_or_else(|| {
         std::env::temp_dir().join(format!("nsight-agent-{}", std::process::id()))
     });
@@ -153,18 +163,28 @@ async fn run_command(args: RunArgs) -> anyhow::Result<i32> {
     if !leftovers.uploaded.is_empty() {
         tracing::info!(keys = ?leftovers.keys(), "uploaded reports left from an earlier run");
     }
-    let nvtx_lib = match args.nvtx_lib.clone() {
-        Some(p) => p,
-        None => std::env::current_exe()?
-            .parent()
-            .map(|d| d.join("libnsight_nvtx.so"))
-            .context("cannot locate the agent's directory")?,
+    let backend_kind = match nsys {
+        Some(nsys) => BackendKind::Nsys(NsysCommands {
+            nsys: nsys.display().to_string(),
+            session: format!("nsight-agent-{}", std::process::id()),
+            tool_args: split_tool_args(args.tool_args.as_deref().unwrap_or_default()),
+        }),
+        None => {
+            let nvtx_lib = match args.nvtx_lib.clone() {
+                Some(p) => p,
+                None => std::env::current_exe()?
+                    .parent()
+                    .map(|d| d.join("libnsight_nvtx.so"))
+                    .context("cannot locate the agent's directory")?,
+            };
+            anyhow::ensure!(
+                nvtx_lib.exists(),
+                "the NVTX injection library {} does not exist: set --nvtx-lib or NSIGHT_NVTX_LIB",
+                nvtx_lib.display()
+            );
+            BackendKind::Nvtx(nvtx_lib)
+        }
     };
-    anyhow::ensure!(
-        nvtx_lib.exists(),
-        "the NVTX injection library {} does not exist: set --nvtx-lib or NSIGHT_NVTX_LIB",
-        nvtx_lib.display()
-    );
     let pod = args.pod.clone().unwrap_or_else(hostname);
     let mode = match args.mode {
         ModeArg::Coordinator => Mode::Coordinator,
@@ -201,7 +221,7 @@ async fn run_command(args: RunArgs) -> anyhow::Result<i32> {
         mode,
         duration: args.duration.map(Duration::from_secs),
         argv: args.argv,
-        nvtx_lib,
+        backend: backend_kind,
         work_dir: work_dir.clone(),
         agent,
     };

@@ -88,6 +88,7 @@ mod tests {
             last_modified: None,
             etag: None,
             checksum_sha256: None,
+            sha256: None,
         }
     }
 

@@ -3,6 +3,8 @@
 
 #![allow(dead_code, reason = "each test binary uses a different part")]
 
+pub mod oracle;
+
 use std::{
     io::Write as _,
     path::{Path, PathBuf},

@@ -1,5 +1,6 @@
 -- Oracle for cuda_api_sum, run by the sqlite3 CLI (tests/recipe_oracle.rs), written
 -- independently of the recipe: the statistics are computed here in SQL.
+-- Only events wholly inside [:lo, :hi] (the test sets both; the full range when unfiltered).
 -- Calls grouped by nameId, CUDA backtrace rows (eventClass 67) excluded, the name shown
 -- without a trailing `_v<digits>`. pct10, avg10, med10, sd10: rounded values times ten.
 WITH r AS (
@@ -8,6 +9,7 @@ WITH r AS (
     FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r
     WHERE r.eventClass IS NOT 67
       AND r.start IS NOT NULL AND r."end" IS NOT NULL AND r.nameId IS NOT NULL
+      AND r.start >= :lo AND r."end" <= :hi
 ),
 ranked AS (
     SELECT nid, dur,

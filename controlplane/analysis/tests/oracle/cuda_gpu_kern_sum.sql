@@ -1,5 +1,6 @@
 -- Oracle for cuda_gpu_kern_sum, run by the sqlite3 CLI (tests/recipe_oracle.rs), written
 -- independently of the recipe: the statistics are computed here in SQL.
+-- Only events wholly inside [:lo, :hi] (the test sets both; the full range when unfiltered).
 -- The test puts the kernel name column (demangledName, shortName or mangledName) in place of
 -- the placeholder in the first coalesce() below.
 -- Output: pct10, avg10, med10, sd10 are the rounded values times ten, as integers.
@@ -10,6 +11,7 @@ WITH k AS (
                     '') AS name
     FROM CUPTI_ACTIVITY_KIND_KERNEL AS k
     WHERE k.start IS NOT NULL AND k."end" IS NOT NULL
+      AND k.start >= :lo AND k."end" <= :hi
 ),
 ranked AS (
     SELECT name, dur,

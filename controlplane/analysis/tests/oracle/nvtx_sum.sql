@@ -1,5 +1,6 @@
 -- Oracle for nvtx_sum, run by the sqlite3 CLI (tests/recipe_oracle.rs), written
 -- independently of the recipe: the statistics are computed here in SQL.
+-- Only events wholly inside [:lo, :hi] (the test sets both; the full range when unfiltered).
 -- Ranges (event types 59/70 push-pop, 60/71 start-end) with an end, grouped by style and
 -- "<domain>:<text>"; the domain name comes from the earliest NvtxDomainCreate (75) of the same
 -- domainId in the same process, else ''. pct10, avg10, med10, sd10: rounded values times ten.
@@ -22,6 +23,7 @@ r AS (
        AND d.pid = coalesce(e.globalTid, 0) / 16777216 % 16777216
        AND d.rn = 1
     WHERE e.eventType IN (59, 60, 70, 71) AND e.start IS NOT NULL AND e."end" IS NOT NULL
+      AND e.start >= :lo AND e."end" <= :hi
 ),
 ranked AS (
     SELECT style, name, dur,

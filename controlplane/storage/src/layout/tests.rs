@@ -16,6 +16,7 @@ fn object(key: &str, size: u64, unix: u64) -> ObjectInfo {
         last_modified: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(unix)),
         etag: None,
         checksum_sha256: None,
+        sha256: None,
     }
 }
 

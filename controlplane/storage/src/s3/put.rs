@@ -1,55 +1,159 @@
 //! The upload path of [`super::S3Store`]: one PUT for bodies up to the multipart threshold, else
-//! a multipart upload that holds one part in memory at a time, sends each part's SHA-256, and
-//! aborts (best effort) when a part or the completion fails.
+//! a multipart upload with a few parts in flight at once (`upload_concurrency`, each part's
+//! buffer freed when its request ends), each part carrying its SHA-256, aborted (best effort)
+//! when a part or the completion fails.
+//!
+//! ```text
+//! body --read one part--> whole-object SHA-256 --spawn--> [part task: SHA-256, UploadPart] x N
+//!      (waits while N tasks run)                          --all done--> check expected digest
+//!                                                          --> CompleteMultipartUpload
+//! ```
+//!
+//! An expected digest ([`PutOptions::sha256`]) is stored as user metadata and checked against
+//! the bytes read before the object is completed, so a body that changed is never visible.
+//!
+//! Bodies are sent with `UNSIGNED-PAYLOAD`: their integrity is carried by the signed
+//! `x-amz-checksum-sha256` header, which the server checks; signing the payload as well would
+//! hash every byte once more on both sides.
+
+use std::collections::VecDeque;
 
 use aws_sdk_s3::{
     primitives::ByteStream,
     types::{ChecksumAlgorithm, CompletedMultipartUpload, CompletedPart},
 };
 use sha2::{Digest, Sha256};
-use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::{
+    io::{AsyncRead, AsyncReadExt},
+    task::JoinSet,
+};
 
 use super::{strip_quotes, to_usize, S3Store};
-use crate::{digest, error::Cause, key::validate_key, s3_error::classify, PutOutcome};
+use crate::{
+    digest, error::Cause, key::validate_key, s3_error::classify, PutOptions, PutOutcome,
+    SHA256_METADATA,
+};
 
-/// Reads from `body` until `buf` holds `limit` bytes or the body ends; true at the end.
-async fn fill<R: AsyncRead + Unpin>(
+/// Reads up to `limit` bytes from `body` into a buffer of exactly that capacity; shorter only at
+/// the end of the body.
+async fn read_part<R: AsyncRead + Unpin>(body: &mut R, limit: usize) -> Result<Vec<u8>, Cause> {
+    let mut buf = Vec::with_capacity(limit);
+    top_up(body, &mut buf, limit).await?;
+    Ok(buf)
+}
+
+/// Reads into `buf` until it holds `limit` bytes or the body ends (no reallocation when `buf`
+/// already has the capacity).
+async fn top_up<R: AsyncRead + Unpin>(
     body: &mut R,
     buf: &mut Vec<u8>,
     limit: usize,
-) -> Result<bool, Cause> {
-    let want = limit.saturating_sub(buf.len());
-    let got = body
-        .take(want as u64)
-        .read_to_end(buf)
-        .await
-        .map_err(Cause::Source)?;
-    Ok(got < want)
+) -> Result<(), Cause> {
+    while buf.len() < limit {
+        let want = (limit - buf.len()) as u64;
+        let n = (&mut *body)
+            .take(want)
+            .read_buf(buf)
+            .await
+            .map_err(Cause::Source)?;
+        if n == 0 {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// The body cut into parts of `part_size` (the last one shorter), starting with parts already
+/// read while deciding between a single PUT and a multipart upload.
+struct Parts<R> {
+    ready: VecDeque<Vec<u8>>,
+    body: R,
+    part_size: usize,
+    eof: bool,
+}
+
+impl<R: AsyncRead + Unpin> Parts<R> {
+    /// `read` is the start of the body; `eof` whether the body already ended.
+    fn new(read: Vec<Vec<u8>>, body: R, part_size: usize, eof: bool) -> Self {
+        let aligned = read.iter().all(|p| p.len() == part_size)
+            || (read.len() == 2 && read[0].len() == part_size);
+        let ready = if aligned {
+            read.into_iter().filter(|p| !p.is_empty()).collect()
+        } else {
+            // A threshold different from the part size: re-cut what was read.
+            let all = read.concat();
+            all.chunks(part_size).map(<[u8]>::to_vec).collect()
+        };
+        Self {
+            ready,
+            body,
+            part_size,
+            eof,
+        }
+    }
+
+    async fn next(&mut self) -> Result<Option<Vec<u8>>, Cause> {
+        if let Some(mut part) = self.ready.pop_front() {
+            if part.len() < self.part_size && !self.eof && self.ready.is_empty() {
+                part.reserve_exact(self.part_size - part.len());
+                top_up(&mut self.body, &mut part, self.part_size).await?;
+                self.eof = part.len() < self.part_size;
+            }
+            return Ok(Some(part));
+        }
+        if self.eof {
+            return Ok(None);
+        }
+        let part = read_part(&mut self.body, self.part_size).await?;
+        self.eof = part.len() < self.part_size;
+        Ok((!part.is_empty()).then_some(part))
+    }
 }
 
 fn to_i64(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
+/// One uploaded part: its number, what CompleteMultipartUpload needs, its raw SHA-256.
+type PartDone = (i32, CompletedPart, [u8; 32]);
+
 impl S3Store {
-    pub(super) async fn put_inner<R>(&self, key: &str, mut body: R) -> Result<PutOutcome, Cause>
+    pub(super) async fn put_inner<R>(
+        &self,
+        key: &str,
+        mut body: R,
+        options: &PutOptions,
+    ) -> Result<PutOutcome, Cause>
     where
         R: AsyncRead + Unpin + Send,
     {
         validate_key(key)?;
         self.bucket_checked.get_or_try_init(|| self.probe()).await?;
         let threshold = to_usize(self.settings.multipart_threshold);
-        let mut buf = Vec::new();
-        fill(&mut body, &mut buf, threshold.saturating_add(1)).await?;
-        if buf.len() <= threshold {
-            return self.put_single(key, buf).await;
+        let part_size = to_usize(self.settings.part_size);
+        let first = read_part(&mut body, threshold).await?;
+        if first.len() < threshold {
+            return self.put_single(key, first, options).await;
         }
-        self.put_multipart(key, body, buf).await
+        let second = read_part(&mut body, part_size).await?;
+        if second.is_empty() {
+            return self.put_single(key, first, options).await;
+        }
+        let eof = second.len() < part_size;
+        let parts = Parts::new(vec![first, second], body, part_size, eof);
+        self.put_multipart(key, parts, options).await
     }
 
-    async fn put_single(&self, key: &str, buf: Vec<u8>) -> Result<PutOutcome, Cause> {
+    async fn put_single(
+        &self,
+        key: &str,
+        buf: Vec<u8>,
+        options: &PutOptions,
+    ) -> Result<PutOutcome, Cause> {
         let digest: [u8; 32] = Sha256::digest(&buf).into();
         let size = buf.len();
+        let sha256 = hex::encode(digest);
+        options.check(size as u64, &sha256)?;
         let out = self
             .client
             .put_object()
@@ -57,33 +161,42 @@ impl S3Store {
             .key(key)
             .content_length(to_i64(size))
             .checksum_sha256(digest::base64(&digest))
+            .metadata(SHA256_METADATA, &sha256)
             .body(ByteStream::from(buf))
+            .customize()
+            .disable_payload_signing()
             .send()
             .await
             .map_err(|e| classify(&self.ctx, e))?;
         Ok(PutOutcome {
             key: key.to_owned(),
             size: size as u64,
-            sha256: hex::encode(digest),
+            sha256,
             parts: 0,
             composite_sha256: None,
             etag: out.e_tag().map(strip_quotes),
         })
     }
 
-    async fn put_multipart<R>(&self, key: &str, body: R, buf: Vec<u8>) -> Result<PutOutcome, Cause>
+    async fn put_multipart<R>(
+        &self,
+        key: &str,
+        parts: Parts<R>,
+        options: &PutOptions,
+    ) -> Result<PutOutcome, Cause>
     where
         R: AsyncRead + Unpin + Send,
     {
-        let created = self
+        let mut create = self
             .client
             .create_multipart_upload()
             .bucket(self.bucket())
             .key(key)
-            .checksum_algorithm(ChecksumAlgorithm::Sha256)
-            .send()
-            .await
-            .map_err(|e| classify(&self.ctx, e))?;
+            .checksum_algorithm(ChecksumAlgorithm::Sha256);
+        if let Some(sha256) = &options.sha256 {
+            create = create.metadata(SHA256_METADATA, sha256);
+        }
+        let created = create.send().await.map_err(|e| classify(&self.ctx, e))?;
         let upload_id = created
             .upload_id()
             .ok_or_else(|| Cause::Server {
@@ -93,7 +206,7 @@ impl S3Store {
                 message: "CreateMultipartUpload returned no upload id".into(),
             })?
             .to_owned();
-        match self.upload_parts(key, &upload_id, body, buf).await {
+        match self.upload_parts(key, &upload_id, parts, options).await {
             Ok(outcome) => Ok(outcome),
             Err(e) => {
                 // Best effort: parts of an aborted upload are never visible, and a server that is
@@ -111,62 +224,92 @@ impl S3Store {
         }
     }
 
-    async fn upload_parts<R>(
+    /// Sends one part (run as its own task; the buffer is freed when the request ends).
+    fn spawn_part(
         &self,
+        tasks: &mut JoinSet<Result<PartDone, Cause>>,
         key: &str,
         upload_id: &str,
-        mut body: R,
-        mut buf: Vec<u8>,
-    ) -> Result<PutOutcome, Cause>
-    where
-        R: AsyncRead + Unpin + Send,
-    {
-        let part_size = to_usize(self.settings.part_size);
-        let mut whole = Sha256::new();
-        let mut digests: Vec<[u8; 32]> = Vec::new();
-        let mut parts = Vec::new();
-        let mut size = 0u64;
-        let mut eof = false;
-        loop {
-            if !eof && buf.len() < part_size {
-                eof = fill(&mut body, &mut buf, part_size).await?;
-            }
-            if buf.is_empty() {
-                break;
-            }
-            let rest = buf.split_off(part_size.min(buf.len()));
-            let chunk = std::mem::replace(&mut buf, rest);
+        number: i32,
+        chunk: Vec<u8>,
+    ) {
+        let client = self.client.clone();
+        let ctx = self.ctx.clone();
+        let (bucket, key, upload_id) = (
+            self.bucket().to_owned(),
+            key.to_owned(),
+            upload_id.to_owned(),
+        );
+        tasks.spawn(async move {
             let digest: [u8; 32] = Sha256::digest(&chunk).into();
-            whole.update(&chunk);
-            size += chunk.len() as u64;
-            let number = i32::try_from(parts.len() + 1).unwrap_or(i32::MAX);
             let checksum = digest::base64(&digest);
-            let out = self
-                .client
+            let out = client
                 .upload_part()
-                .bucket(self.bucket())
+                .bucket(bucket)
                 .key(key)
                 .upload_id(upload_id)
                 .part_number(number)
                 .content_length(to_i64(chunk.len()))
                 .checksum_sha256(&checksum)
                 .body(ByteStream::from(chunk))
+                .customize()
+                .disable_payload_signing()
                 .send()
                 .await
-                .map_err(|e| classify(&self.ctx, e))?;
-            parts.push(
-                CompletedPart::builder()
-                    .part_number(number)
-                    .set_e_tag(out.e_tag().map(str::to_owned))
-                    .checksum_sha256(checksum)
-                    .build(),
-            );
-            digests.push(digest);
-            if eof && buf.is_empty() {
-                break;
+                .map_err(|e| classify(&ctx, e))?;
+            let part = CompletedPart::builder()
+                .part_number(number)
+                .set_e_tag(out.e_tag().map(str::to_owned))
+                .checksum_sha256(checksum)
+                .build();
+            Ok((number, part, digest))
+        });
+    }
+
+    async fn upload_parts<R>(
+        &self,
+        key: &str,
+        upload_id: &str,
+        mut source: Parts<R>,
+        options: &PutOptions,
+    ) -> Result<PutOutcome, Cause>
+    where
+        R: AsyncRead + Unpin + Send,
+    {
+        let in_flight = self.settings.upload_concurrency.max(1);
+        let mut whole = Sha256::new();
+        let mut done: Vec<PartDone> = Vec::new();
+        let mut tasks = JoinSet::new();
+        let mut size = 0u64;
+        let mut number = 0i32;
+        let joined = |r: Result<Result<PartDone, Cause>, tokio::task::JoinError>| {
+            r.map_err(|e| Cause::Client(Box::new(e)))?
+        };
+        loop {
+            while tasks.len() >= in_flight {
+                if let Some(r) = tasks.join_next().await {
+                    done.push(joined(r)?);
+                }
             }
+            let Some(chunk) = source.next().await? else {
+                break;
+            };
+            whole.update(&chunk);
+            size += chunk.len() as u64;
+            number = number.checked_add(1).ok_or_else(|| {
+                Cause::InvalidArgument("more than 10000 parts: raise part_size".into())
+            })?;
+            self.spawn_part(&mut tasks, key, upload_id, number, chunk);
         }
-        let done = self
+        while let Some(r) = tasks.join_next().await {
+            done.push(joined(r)?);
+        }
+        let sha256 = hex::encode(whole.finalize());
+        options.check(size, &sha256)?;
+        done.sort_by_key(|(n, _, _)| *n);
+        let digests: Vec<[u8; 32]> = done.iter().map(|(_, _, d)| *d).collect();
+        let parts: Vec<CompletedPart> = done.into_iter().map(|(_, p, _)| p).collect();
+        let completed = self
             .client
             .complete_multipart_upload()
             .bucket(self.bucket())
@@ -183,10 +326,42 @@ impl S3Store {
         Ok(PutOutcome {
             key: key.to_owned(),
             size,
-            sha256: hex::encode(whole.finalize()),
+            sha256,
             parts: u32::try_from(digests.len()).unwrap_or(u32::MAX),
             composite_sha256: Some(digest::composite(&digests)),
-            etag: done.e_tag().map(strip_quotes),
+            etag: completed.e_tag().map(strip_quotes),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn cut(data: &[u8], threshold: usize, part: usize) -> Vec<usize> {
+        let mut body = data;
+        let first = read_part(&mut body, threshold).await.unwrap();
+        let second = read_part(&mut body, part).await.unwrap();
+        let eof = second.len() < part;
+        let mut parts = Parts::new(vec![first, second], body, part, eof);
+        let mut sizes = Vec::new();
+        while let Some(p) = parts.next().await.unwrap() {
+            sizes.push(p.len());
+        }
+        sizes
+    }
+
+    #[tokio::test]
+    async fn bodies_are_cut_into_full_parts_and_a_short_last_one() {
+        let data = vec![1u8; 100];
+        assert_eq!(cut(&data, 10, 10).await, vec![10; 10]);
+        assert_eq!(
+            cut(&data[..95], 10, 10).await,
+            [vec![10; 9], vec![5]].concat()
+        );
+        // A threshold different from the part size is re-cut to the part size.
+        assert_eq!(cut(&data, 16, 10).await, vec![10; 10]);
+        assert_eq!(cut(&data[..25], 7, 10).await, vec![10, 10, 5]);
+        assert_eq!(cut(&data[..12], 10, 10).await, vec![10, 2]);
     }
 }

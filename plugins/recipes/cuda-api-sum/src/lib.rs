@@ -12,8 +12,8 @@
 use std::collections::HashMap;
 
 use nsight_recipe_sdk::{
-    strip_api_version, summary_columns, summary_table, Args, Group, Output, Report, Schema,
-    SummarySpec, Table, Value,
+    strip_api_version, summary_table, time_window, Args, Group, Output, Report, Schema,
+    SummarySpec, Value, Window, FILTER_ARGS, STATS_ARGUMENTS,
 };
 
 nsight_recipe_sdk::recipe_component!(ApiSum);
@@ -36,11 +36,14 @@ impl Guest for ApiSum {
                           number of calls, total, average, median, min, max and standard \
                           deviation, sorted by total time."
                 .into(),
-            arguments: vec![Argument {
-                name: "timeunit".into(),
-                description: "Unit of the time columns: nsec, usec, msec or sec.".into(),
-                default_value: Some("nsec".into()),
-            }],
+            arguments: STATS_ARGUMENTS
+                .iter()
+                .map(|(name, description, default)| Argument {
+                    name: (*name).into(),
+                    description: (*description).into(),
+                    default_value: default.map(Into::into),
+                })
+                .collect(),
         }
     }
 
@@ -50,7 +53,7 @@ impl Guest for ApiSum {
 }
 
 fn api_sum(report: &dyn Report, args: &[(String, String)]) -> Result<Output, String> {
-    let args = Args::parse(args, &["timeunit"])?;
+    let args = Args::parse(args, &["timeunit", FILTER_ARGS[0], FILTER_ARGS[1]])?;
     let spec = SummarySpec {
         table: "cuda_api_sum",
         count_header: "Num Calls",
@@ -61,28 +64,26 @@ fn api_sum(report: &dyn Report, args: &[(String, String)]) -> Result<Output, Str
     let mut out = Output::default();
     let schema = Schema::read(report);
     let strings = schema.check_nsys_export(&mut out);
+    let window = time_window(&args, &schema, &mut out)?;
     let groups = match schema.require(
         &mut out,
         TABLE,
         &["start", "end", "nameId"],
         "the profile has no CUDA API calls",
     ) {
-        Some(columns) if strings => calls(report, &columns, &mut out)?,
+        Some(columns) if strings => calls(report, &columns, &window, &mut out)?,
         _ => Vec::new(),
     };
-    if groups.is_empty() {
-        out.tables.push(Table {
-            name: spec.table.into(),
-            columns: summary_columns(&spec),
-            rows: Vec::new(),
-        });
-    } else {
-        out.tables.push(summary_table(&spec, groups));
-    }
+    out.tables.push(summary_table(&spec, groups));
     Ok(out)
 }
 
-fn calls(report: &dyn Report, columns: &[String], out: &mut Output) -> Result<Vec<Group>, String> {
+fn calls(
+    report: &dyn Report,
+    columns: &[String],
+    window: &Window,
+    out: &mut Output,
+) -> Result<Vec<Group>, String> {
     let class = if columns.iter().any(|c| c == "eventClass") {
         "r.eventClass"
     } else {
@@ -90,7 +91,8 @@ fn calls(report: &dyn Report, columns: &[String], out: &mut Output) -> Result<Ve
     };
     let sql = format!(
         "SELECT r.end - r.start, r.nameId, s.value, {class} FROM {TABLE} AS r \
-         LEFT JOIN StringIds AS s ON s.id = r.nameId"
+         LEFT JOIN StringIds AS s ON s.id = r.nameId WHERE {}",
+        window.sql("r")
     );
     let mut groups: HashMap<i64, Group> = HashMap::new();
     let (mut backtraces, mut incomplete) = (0u64, 0u64);

@@ -6,13 +6,15 @@
 //! ```
 //! Names are `demangledName` by default; `--name base` uses `shortName` and `--name mangled`
 //! uses `mangledName`, each falling back to the demangled name where missing (NVIDIA's
-//! `cuda_gpu_kern_sum:base` and `:mangled`). The statistics and their order come from
+//! `cuda_gpu_kern_sum:base` and `:mangled`). Rows are read with name ids and grouped by them;
+//! the names are read once per distinct id (`string_values`). The statistics and their order come from
 //! `nsight-recipe-sdk` (docs/recipes.md).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use nsight_recipe_sdk::{
-    summary_columns, summary_table, Args, Group, Output, Report, Schema, SummarySpec, Table, Value,
+    string_values, summary_table, time_window, Args, Group, Output, Report, Schema, SummarySpec,
+    Value, Window, FILTER_ARGS, STATS_ARGUMENTS,
 };
 
 nsight_recipe_sdk::recipe_component!(KernSum);
@@ -33,20 +35,21 @@ impl Guest for KernSum {
                           count, total, average, median, min, max and standard deviation, \
                           sorted by total time."
                 .into(),
-            arguments: vec![
-                Argument {
-                    name: "timeunit".into(),
-                    description: "Unit of the time columns: nsec, usec, msec or sec.".into(),
-                    default_value: Some("nsec".into()),
-                },
-                Argument {
-                    name: "name".into(),
-                    description: "Kernel names: demangled (full signature), base (short name) \
-                                  or mangled."
-                        .into(),
-                    default_value: Some("demangled".into()),
-                },
-            ],
+            arguments: STATS_ARGUMENTS
+                .iter()
+                .take(1)
+                .chain(&[(
+                    "name",
+                    "Kernel names: demangled (full signature), base (short name) or mangled.",
+                    Some("demangled"),
+                )])
+                .chain(&STATS_ARGUMENTS[1..])
+                .map(|(name, description, default)| Argument {
+                    name: (*name).into(),
+                    description: (*description).into(),
+                    default_value: default.map(Into::into),
+                })
+                .collect(),
         }
     }
 
@@ -56,7 +59,7 @@ impl Guest for KernSum {
 }
 
 fn kern_sum(report: &dyn Report, args: &[(String, String)]) -> Result<Output, String> {
-    let args = Args::parse(args, &["timeunit", "name"])?;
+    let args = Args::parse(args, &["timeunit", "name", FILTER_ARGS[0], FILTER_ARGS[1]])?;
     let name_column = match args.get("name").unwrap_or("demangled") {
         "demangled" => None,
         "base" => Some("shortName"),
@@ -77,24 +80,17 @@ fn kern_sum(report: &dyn Report, args: &[(String, String)]) -> Result<Output, St
     let mut out = Output::default();
     let schema = Schema::read(report);
     let strings = schema.check_nsys_export(&mut out);
+    let window = time_window(&args, &schema, &mut out)?;
     let groups = match schema.require(
         &mut out,
         TABLE,
         &["start", "end", "demangledName"],
         "the profile has no CUDA kernels",
     ) {
-        Some(columns) if strings => kernels(report, &columns, name_column, &mut out)?,
+        Some(columns) if strings => kernels(report, &columns, name_column, &window, &mut out)?,
         _ => Vec::new(),
     };
-    if groups.is_empty() {
-        out.tables.push(Table {
-            name: spec.table.into(),
-            columns: summary_columns(&spec),
-            rows: Vec::new(),
-        });
-    } else {
-        out.tables.push(summary_table(&spec, groups));
-    }
+    out.tables.push(summary_table(&spec, groups));
     Ok(out)
 }
 
@@ -102,38 +98,57 @@ fn kernels(
     report: &dyn Report,
     columns: &[String],
     name_column: Option<&str>,
+    window: &Window,
     out: &mut Output,
 ) -> Result<Vec<Group>, String> {
-    let (name, join) = match name_column {
-        Some(c) if columns.iter().any(|have| have == c) => (
-            "coalesce(n.value, d.value)",
-            format!("LEFT JOIN StringIds AS n ON n.id = k.{c}"),
-        ),
+    let name_id = match name_column {
+        Some(c) if columns.iter().any(|have| have == c) => format!(", k.{c}"),
         Some(c) => {
             out.note(format!(
                 "column {TABLE}.{c} not in this report (older export); kernels are named by \
                  their demangled names"
             ));
-            ("d.value", String::new())
+            String::new()
         }
-        None => ("d.value", String::new()),
+        None => String::new(),
     };
+    // Rows carry name ids only (the chosen column's only when it is not the demangled one);
+    // the names are read once per distinct id afterwards.
     let sql = format!(
-        "SELECT k.end - k.start, {name} FROM {TABLE} AS k \
-         LEFT JOIN StringIds AS d ON d.id = k.demangledName {join}"
+        "SELECT k.end - k.start, k.demangledName{name_id} FROM {TABLE} AS k WHERE {}",
+        window.sql("k")
     );
-    let mut groups: HashMap<String, Vec<i64>> = HashMap::new();
+    let mut by_ids: HashMap<(Option<i64>, Option<i64>), Vec<i64>> = HashMap::new();
     let mut incomplete = 0u64;
     report.query(&sql, &[], &mut |row| {
         match row {
-            [Value::Int(duration), name] => groups
-                .entry(name.as_text().unwrap_or_default().to_owned())
+            [Value::Int(duration), demangled] => by_ids
+                .entry((None, demangled.as_int()))
+                .or_default()
+                .push(*duration),
+            [Value::Int(duration), demangled, name] => by_ids
+                .entry((name.as_int(), demangled.as_int()))
                 .or_default()
                 .push(*duration),
             _ => incomplete += 1,
         }
         Ok(())
     })?;
+    let ids: BTreeSet<i64> = by_ids
+        .keys()
+        .flat_map(|(n, d)| n.iter().chain(d.iter()).copied())
+        .collect();
+    let strings = string_values(report, &ids)?;
+    let lookup = |id: Option<i64>| id.and_then(|i| strings.get(&i));
+    // The chosen name, else the demangled one, else empty (as a LEFT JOIN and coalesce).
+    let mut groups: HashMap<String, Vec<i64>> = HashMap::new();
+    for ((name, demangled), durations) in by_ids {
+        let label = lookup(name).or_else(|| lookup(demangled)).cloned();
+        groups
+            .entry(label.unwrap_or_default())
+            .or_default()
+            .extend(durations);
+    }
     if incomplete > 0 {
         out.note(format!(
             "{incomplete} kernels have no start or end and are left out"

@@ -1,0 +1,205 @@
+//! The write side of a reconcile, a thin layer over the kube client: server-side apply of the
+//! desired objects with one field manager, deletion of owned objects no longer desired (found by
+//! the owner's labels), and the status patch.
+//!
+//! Decides nothing: what to write comes from `render` and `conditions`.
+
+use std::fmt::Debug;
+
+use k8s_openapi::{
+    api::{
+        apps::v1::Deployment,
+        core::v1::{ConfigMap, Service, ServiceAccount},
+    },
+    NamespaceResourceScope,
+};
+use kube::{
+    api::{DeleteParams, ListParams, Patch, PatchParams},
+    Api, Client, Resource,
+};
+use nsight_api::NsightStatus;
+use serde::{de::DeserializeOwned, Serialize};
+use serde_json::json;
+
+use super::Error;
+use crate::render::{owned_selector, Desired, Object, ObjectKind, MANAGER};
+
+fn params() -> PatchParams {
+    PatchParams::apply(MANAGER).force()
+}
+
+/// Server-side applies `object` unless an object of that name is controlled by another owner
+/// (two custom resources of different kinds with the same name in one namespace): taking it
+/// over would make the two controllers fight forever.
+async fn apply_one<K>(client: &Client, namespace: &str, object: &K, name: &str) -> Result<K, Error>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + Debug
+        + Serialize
+        + DeserializeOwned,
+{
+    let api = Api::<K>::namespaced(client.clone(), namespace);
+    let kind = || K::kind(&()).into_owned();
+    let apply_error = |source| Error::Apply {
+        kind: kind(),
+        name: name.into(),
+        source,
+    };
+    let ours = object
+        .meta()
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true))
+        .map(|r| r.uid.clone());
+    if let Some(existing) = api.get_metadata_opt(name).await.map_err(apply_error)? {
+        let controller = existing
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|r| r.controller == Some(true));
+        if let Some(other) = controller.filter(|c| Some(&c.uid) != ours.as_ref()) {
+            return Err(Error::Conflict {
+                kind: kind(),
+                name: name.into(),
+                owner: format!("{} {}", other.kind, other.name),
+            });
+        }
+    }
+    api.patch(name, &params(), &Patch::Apply(object))
+        .await
+        .map_err(apply_error)
+}
+
+/// Applies every desired object in order; returns the Deployments as the server stored them
+/// (with their status).
+pub async fn apply_all(
+    client: &Client,
+    namespace: &str,
+    desired: &Desired,
+) -> Result<Vec<Deployment>, Error> {
+    let mut deployments = Vec::new();
+    for object in &desired.objects {
+        let name = object.name();
+        match object {
+            Object::ServiceAccount(o) => {
+                apply_one(client, namespace, o, name).await?;
+            }
+            Object::ConfigMap(o) => {
+                apply_one(client, namespace, o, name).await?;
+            }
+            Object::Service(o) => {
+                apply_one(client, namespace, &**o, name).await?;
+            }
+            Object::Deployment(o) => {
+                deployments.push(apply_one(client, namespace, &**o, name).await?);
+            }
+        }
+    }
+    Ok(deployments)
+}
+
+async fn prune<K>(api: Api<K>, selector: &str, keep: &[&str]) -> Result<usize, Error>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned,
+{
+    let kind = K::kind(&()).into_owned();
+    let listed = api
+        .list_metadata(&ListParams::default().labels(selector))
+        .await
+        .map_err(|source| Error::List {
+            kind: kind.clone(),
+            source,
+        })?;
+    let mut deleted = 0;
+    for item in listed.items {
+        let Some(name) = item.metadata.name else {
+            continue;
+        };
+        if keep.contains(&name.as_str()) || item.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        match api.delete(&name, &DeleteParams::background()).await {
+            Ok(_) => deleted += 1,
+            Err(kube::Error::Api(status)) if status.is_not_found() => {}
+            Err(source) => {
+                return Err(Error::Delete {
+                    kind: kind.clone(),
+                    name,
+                    source,
+                })
+            }
+        }
+        tracing::info!(kind, name, "deleted an owned object no longer desired");
+    }
+    Ok(deleted)
+}
+
+/// Deletes what the owner `owner_kind`/`owner` labelled as its own but no longer desires;
+/// returns how many objects were deleted.
+pub async fn collect_garbage(
+    client: &Client,
+    namespace: &str,
+    owner_kind: &str,
+    owner: &str,
+    desired: &Desired,
+) -> Result<usize, Error> {
+    let selector = owned_selector(owner_kind, owner);
+    let mut deleted = 0;
+    for kind in ObjectKind::ALL {
+        let keep = desired.names(kind);
+        let c = client.clone();
+        deleted += match kind {
+            ObjectKind::ServiceAccount => {
+                prune(
+                    Api::<ServiceAccount>::namespaced(c, namespace),
+                    &selector,
+                    &keep,
+                )
+                .await?
+            }
+            ObjectKind::ConfigMap => {
+                prune(Api::<ConfigMap>::namespaced(c, namespace), &selector, &keep).await?
+            }
+            ObjectKind::Service => {
+                prune(Api::<Service>::namespaced(c, namespace), &selector, &keep).await?
+            }
+            ObjectKind::Deployment => {
+                prune(
+                    Api::<Deployment>::namespaced(c, namespace),
+                    &selector,
+                    &keep,
+                )
+                .await?
+            }
+        };
+    }
+    Ok(deleted)
+}
+
+/// Server-side applies `status` to the status subresource of `K` `name`.
+pub async fn patch_status<K>(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    status: &NsightStatus,
+) -> Result<(), Error>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + Debug
+        + DeserializeOwned,
+{
+    let body = json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "status": status,
+    });
+    Api::<K>::namespaced(client.clone(), namespace)
+        .patch_status(name, &params(), &Patch::Apply(&body))
+        .await
+        .map(|_| ())
+        .map_err(Error::Status)
+}

@@ -1,0 +1,497 @@
+//! One kube-runtime `Controller` per custom resource kind, all sharing one reconcile:
+//!
+//! ```text
+//! watch CR (+ owned objects, filtered by label) ─> reconcile(cr)
+//!   render(cr, inputs)            pure: desired objects        (render::*)
+//!   apply::apply_all              server-side apply, field manager `nsight-operator`
+//!   apply::collect_garbage        delete owned objects (by label) no longer desired
+//!   conditions::applied           Reconciled + Ready, observedGeneration
+//!   apply::patch_status           status subresource
+//! error ─> Reconciled=False (best effort) ─> requeue with per-object exponential backoff
+//! ```
+//!
+//! Deletion of the CR needs no finalizer: every owned object carries an owner reference, so
+//! Kubernetes' garbage collector removes them. Owns the per-kind glue ([`Managed`]) and the
+//! retry policy; must not decide what objects look like.
+
+pub mod apply;
+
+use std::{
+    collections::HashMap,
+    fmt::Debug,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use futures::{future::BoxFuture, FutureExt, StreamExt};
+use k8s_openapi::{
+    api::{
+        apps::v1::Deployment,
+        core::v1::{ConfigMap, Service, ServiceAccount},
+    },
+    apimachinery::pkg::apis::meta::v1::Time,
+    jiff::Timestamp,
+    NamespaceResourceScope,
+};
+use kube::{
+    runtime::{
+        controller::Action,
+        events::{Event, EventType, Recorder, Reporter},
+        reflector::ObjectRef,
+        watcher, Controller,
+    },
+    Api, Client, Resource, ResourceExt,
+};
+use nsight_api::{
+    NsightAnalysis, NsightCloudStorageConfig, NsightCloudUI, NsightCoordinator, NsightGateway,
+    NsightStatus,
+};
+use serde::{de::DeserializeOwned, Serialize};
+
+use crate::{
+    conditions,
+    metrics::Metrics,
+    render::{
+        self, Desired, RenderError, RenderSettings, LABEL_MANAGED_BY, LABEL_OWNER_KIND, MANAGER,
+    },
+};
+
+/// What every reconcile shares.
+pub struct Context {
+    pub client: Client,
+    /// Events on the reconciled resources (`events.k8s.io/v1`).
+    recorder: Recorder,
+    pub settings: RenderSettings,
+    pub metrics: Arc<Metrics>,
+    /// Consecutive failures per object (`kind/namespace/name`), for the backoff.
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+impl Context {
+    pub fn new(client: Client, settings: RenderSettings, metrics: Arc<Metrics>) -> Self {
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: MANAGER.into(),
+                instance: std::env::var("POD_NAME").ok(),
+            },
+        );
+        Self {
+            client,
+            recorder,
+            settings,
+            metrics,
+            failures: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn failures<T>(&self, f: impl FnOnce(&mut HashMap<String, u32>) -> T) -> T {
+        f(&mut self
+            .failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+}
+
+impl Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A reconcile failed; the variant names the step.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot render the desired objects")]
+    Render(#[source] RenderError),
+    #[error("cannot read NsightCloudStorageConfig {name}")]
+    ReadStorage {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot apply {kind} {name}")]
+    Apply {
+        kind: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("{kind} {name} exists and is controlled by {owner}; rename one of the two resources")]
+    Conflict {
+        kind: String,
+        name: String,
+        owner: String,
+    },
+    #[error("cannot list owned {kind} objects")]
+    List {
+        kind: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot delete {kind} {name}, no longer desired")]
+    Delete {
+        kind: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot update the status")]
+    Status(#[source] kube::Error),
+}
+
+impl Error {
+    /// The failed step, a fixed metric label.
+    pub fn step(&self) -> &'static str {
+        match self {
+            Error::Render(_) => "render",
+            Error::ReadStorage { .. } => "read",
+            Error::Apply { .. } => "apply",
+            Error::Conflict { .. } => "conflict",
+            Error::List { .. } | Error::Delete { .. } => "prune",
+            Error::Status(_) => "status",
+        }
+    }
+
+    /// The `Reconciled=False` reason.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Error::Render(_) => "RenderFailed",
+            Error::ReadStorage { .. } => "StorageUnreadable",
+            Error::Apply { .. } => "ApplyFailed",
+            Error::Conflict { .. } => "NameConflict",
+            Error::List { .. } | Error::Delete { .. } => "PruneFailed",
+            Error::Status(_) => "StatusFailed",
+        }
+    }
+
+    /// The message with its causes, for the condition and the log.
+    pub fn chain(&self) -> String {
+        let mut out = self.to_string();
+        let mut source = std::error::Error::source(self);
+        while let Some(s) = source {
+            out.push_str(": ");
+            out.push_str(&s.to_string());
+            source = s.source();
+        }
+        out
+    }
+}
+
+/// A custom resource kind the manager reconciles into a Deployment and friends.
+pub trait Managed:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + Debug
+    + Serialize
+    + DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
+    /// The kind, as a fixed metric label.
+    const KIND: &'static str;
+
+    fn status(&self) -> Option<&NsightStatus>;
+
+    /// Reads what the render needs besides the CR, then renders.
+    fn desired<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, Result<Desired, Error>>;
+
+    /// Extra watches: objects the render reads, mapped back to the CRs that read them.
+    fn watch_inputs(
+        controller: Controller<Self>,
+        _client: &Client,
+        _namespace: Option<&str>,
+    ) -> Controller<Self> {
+        controller
+    }
+}
+
+impl Managed for NsightCoordinator {
+    const KIND: &'static str = "NsightCoordinator";
+
+    fn status(&self) -> Option<&NsightStatus> {
+        self.status.as_ref()
+    }
+
+    fn desired<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, Result<Desired, Error>> {
+        async move { render::coordinator::render(self, &ctx.settings).map_err(Error::Render) }
+            .boxed()
+    }
+}
+
+impl Managed for NsightCloudUI {
+    const KIND: &'static str = "NsightCloudUI";
+
+    fn status(&self) -> Option<&NsightStatus> {
+        self.status.as_ref()
+    }
+
+    fn desired<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, Result<Desired, Error>> {
+        async move { render::cloud_ui::render(self, &ctx.settings).map_err(Error::Render) }.boxed()
+    }
+}
+
+impl Managed for NsightGateway {
+    const KIND: &'static str = "NsightGateway";
+
+    fn status(&self) -> Option<&NsightStatus> {
+        self.status.as_ref()
+    }
+
+    fn desired<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, Result<Desired, Error>> {
+        async move { render::gateway::render(self, &ctx.settings).map_err(Error::Render) }.boxed()
+    }
+}
+
+impl Managed for NsightAnalysis {
+    const KIND: &'static str = "NsightAnalysis";
+
+    fn status(&self) -> Option<&NsightStatus> {
+        self.status.as_ref()
+    }
+
+    /// Reads the NsightCloudStorageConfig `cloudStorageRef` names; a missing one renders the
+    /// local-directory fallback (and is picked up on the next periodic reconcile).
+    fn desired<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, Result<Desired, Error>> {
+        async move {
+            let storage = match (&self.spec.cloud_storage_ref, self.namespace()) {
+                (Some(name), Some(ns)) => {
+                    Api::<NsightCloudStorageConfig>::namespaced(ctx.client.clone(), &ns)
+                        .get_opt(name)
+                        .await
+                        .map_err(|source| Error::ReadStorage {
+                            name: name.clone(),
+                            source,
+                        })?
+                }
+                _ => None,
+            };
+            render::analysis::render(self, storage.as_ref(), &ctx.settings).map_err(Error::Render)
+        }
+        .boxed()
+    }
+
+    /// A storage config that appears, changes or goes re-renders the analyses naming it.
+    fn watch_inputs(
+        controller: Controller<Self>,
+        client: &Client,
+        namespace: Option<&str>,
+    ) -> Controller<Self> {
+        let analyses = controller.store();
+        controller.watches(
+            api::<NsightCloudStorageConfig>(client, namespace),
+            watcher::Config::default(),
+            move |storage: NsightCloudStorageConfig| {
+                let (ns, name) = (storage.namespace(), storage.name_any());
+                analyses
+                    .state()
+                    .into_iter()
+                    .filter(|a| {
+                        a.namespace() == ns && a.spec.cloud_storage_ref.as_deref() == Some(&name)
+                    })
+                    .map(|a| ObjectRef::from_obj(&*a))
+                    .collect::<Vec<_>>()
+            },
+        )
+    }
+}
+
+/// How long to wait after the `failures`-th consecutive failure: 1 s doubling, at most 5 min.
+pub fn backoff(failures: u32) -> Duration {
+    let secs = 1u64 << failures.saturating_sub(1).min(9);
+    Duration::from_secs(secs.min(300))
+}
+
+/// A successful reconcile is repeated this often (drift the watches did not see, referenced
+/// objects that are not watched).
+pub const RESYNC: Duration = Duration::from_secs(300);
+
+fn now() -> Time {
+    Time(Timestamp::now())
+}
+
+fn key<K: Managed>(cr: &K) -> String {
+    format!(
+        "{}/{}/{}",
+        K::KIND,
+        cr.namespace().unwrap_or_default(),
+        cr.name_any()
+    )
+}
+
+async fn reconcile_inner<K: Managed>(cr: &K, ctx: &Context) -> Result<(), Error> {
+    if cr.meta().deletion_timestamp.is_some() {
+        // Owner references hand the cleanup to Kubernetes' garbage collector.
+        return Ok(());
+    }
+    let namespace = cr.namespace().unwrap_or_default();
+    let name = cr.name_any();
+    let desired = cr.desired(ctx).await?;
+    let deployments = apply::apply_all(&ctx.client, &namespace, &desired).await?;
+    let deleted = apply::collect_garbage(&ctx.client, &namespace, K::KIND, &name, &desired).await?;
+    let status = conditions::applied(
+        cr.status(),
+        desired.objects.len(),
+        deployments.first(),
+        cr.meta().generation,
+        &now(),
+    );
+    if cr.status() != Some(&status) {
+        apply::patch_status::<K>(&ctx.client, &namespace, &name, &status).await?;
+    }
+    if deleted > 0 {
+        record(
+            ctx,
+            cr,
+            EventType::Normal,
+            "Pruned",
+            format!("deleted {deleted} owned objects no longer desired"),
+        )
+        .await;
+    }
+    tracing::debug!(kind = K::KIND, %namespace, %name, objects = desired.objects.len(), deleted, "reconciled");
+    Ok(())
+}
+
+/// Publishes an Event about `cr`; a failure to do so is only logged.
+async fn record<K: Managed>(
+    ctx: &Context,
+    cr: &K,
+    type_: EventType,
+    reason: &'static str,
+    note: String,
+) {
+    let event = Event {
+        type_,
+        reason: reason.into(),
+        // The API limit of a note.
+        note: Some(note.chars().take(1024).collect()),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&event, &cr.object_ref(&())).await {
+        tracing::debug!(error = %e, "cannot publish an event");
+    }
+}
+
+/// One reconcile of `cr`: apply, prune, status. On failure, records `Reconciled=False` (best
+/// effort) and returns the error for [`error_policy`].
+pub async fn reconcile<K: Managed>(cr: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let started = Instant::now();
+    ctx.metrics.started(K::KIND);
+    let result = reconcile_inner(&*cr, &ctx).await;
+    let took = started.elapsed();
+    ctx.metrics
+        .finished(K::KIND, took, result.as_ref().err().map(Error::step));
+    // Exact durations for `cargo xtask bench operator` (the histogram has coarse buckets).
+    tracing::debug!(
+        kind = K::KIND,
+        took_us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
+        ok = result.is_ok(),
+        "reconcile timing"
+    );
+    match result {
+        Ok(()) => {
+            ctx.failures(|f| f.remove(&key(&*cr)));
+            Ok(Action::requeue(RESYNC))
+        }
+        Err(e) => {
+            record(&ctx, &*cr, EventType::Warning, e.reason(), e.chain()).await;
+            let status = conditions::failed(
+                cr.status(),
+                e.reason(),
+                e.chain(),
+                cr.meta().generation,
+                &now(),
+            );
+            let namespace = cr.namespace().unwrap_or_default();
+            if let Err(status_error) =
+                apply::patch_status::<K>(&ctx.client, &namespace, &cr.name_any(), &status).await
+            {
+                tracing::debug!(error = %status_error.chain(), "cannot record the failure in the status");
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Requeue a failed object after [`backoff`] of its consecutive failures.
+pub fn error_policy<K: Managed>(cr: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
+    let failures = ctx.failures(|f| {
+        let n = f.entry(key(&*cr)).or_insert(0);
+        *n = n.saturating_add(1);
+        *n
+    });
+    let wait = backoff(failures);
+    tracing::warn!(kind = K::KIND, name = %cr.name_any(), error = %error.chain(), failures, retry_in = ?wait, "reconcile failed");
+    Action::requeue(wait)
+}
+
+/// The watch of the objects owned by `K` (a filtered cache: only what this kind labelled).
+fn owned_config<K: Managed>() -> watcher::Config {
+    watcher::Config::default().labels(&format!(
+        "{LABEL_MANAGED_BY}={MANAGER},{LABEL_OWNER_KIND}={}",
+        K::KIND
+    ))
+}
+
+/// Where the controllers watch: every namespace, or one.
+fn api<T>(client: &Client, namespace: Option<&str>) -> Api<T>
+where
+    T: Resource<DynamicType = (), Scope = NamespaceResourceScope>,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// Runs the controller of `K` until its watches end (never, in practice).
+pub async fn run<K: Managed>(ctx: Arc<Context>, namespace: Option<&str>) {
+    let client = ctx.client.clone();
+    let controller = Controller::new(api::<K>(&client, namespace), watcher::Config::default());
+    K::watch_inputs(controller, &client, namespace)
+        .owns(api::<Deployment>(&client, namespace), owned_config::<K>())
+        .owns(api::<Service>(&client, namespace), owned_config::<K>())
+        .owns(api::<ConfigMap>(&client, namespace), owned_config::<K>())
+        .owns(
+            api::<ServiceAccount>(&client, namespace),
+            owned_config::<K>(),
+        )
+        .run(reconcile::<K>, error_policy::<K>, ctx)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!(kind = K::KIND, error = %e, "controller event");
+            }
+        })
+        .await;
+}
+
+/// Runs every controller of the manager concurrently.
+pub async fn run_all(ctx: Arc<Context>, namespace: Option<String>) {
+    let ns = namespace.as_deref();
+    futures::join!(
+        run::<NsightCoordinator>(ctx.clone(), ns),
+        run::<NsightAnalysis>(ctx.clone(), ns),
+        run::<NsightCloudUI>(ctx.clone(), ns),
+        run::<NsightGateway>(ctx.clone(), ns),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_is_capped() {
+        assert_eq!(backoff(1), Duration::from_secs(1));
+        assert_eq!(backoff(2), Duration::from_secs(2));
+        assert_eq!(backoff(5), Duration::from_secs(16));
+        assert_eq!(backoff(9), Duration::from_secs(256));
+        assert_eq!(backoff(10), Duration::from_secs(300));
+        assert_eq!(backoff(u32::MAX), Duration::from_secs(300));
+    }
+}
