@@ -27,6 +27,17 @@ pub struct DemoPaths {
     pub python: PathBuf,
     /// The sample program (xtask/demo/nvtx_sample.py).
     pub sample: PathBuf,
+    /// When Nsight Systems is installed: a second program profiled by the nsys backend.
+    pub nsys: Option<NsysSample>,
+}
+
+/// A program run under `nsight-agent --backend nsys`.
+#[derive(Debug, Clone)]
+pub struct NsysSample {
+    /// The nsys CLI.
+    pub nsys: PathBuf,
+    /// The program and its arguments (the CUDA sample when nvcc built it).
+    pub argv: Vec<String>,
 }
 
 /// Ports and directories of one run.
@@ -41,6 +52,8 @@ pub struct DemoOptions {
     pub collect_for: Duration,
     /// Where downloads and analysis outputs go.
     pub out_dir: PathBuf,
+    /// HTTPS on the gateway with the local certificates (`local --tls`).
+    pub tls: bool,
 }
 
 /// What the demo produced, for the person (and the test) to check.
@@ -55,6 +68,8 @@ pub struct DemoOutcome {
     pub analysis_files: Vec<PathBuf>,
     /// The nvtx_sum CSV.
     pub csv: String,
+    /// The cuda_gpu_kern_sum CSV of the nsys run, when there was one.
+    pub kernels_csv: Option<String>,
     /// What the CLI printed, step by step (command, output).
     pub transcript: Vec<(String, String)>,
 }
@@ -93,6 +108,9 @@ impl LocalPlatform {
             .arg("--envoy-bin")
             .arg(&paths.envoy_bin)
             .env("RUST_LOG", "info");
+        if options.tls {
+            cmd.arg("--tls");
+        }
         let mut process = Running::spawn("nsight-controlplane", cmd, &log);
         let ready = "nsight-controlplane ready";
         let deadline = Instant::now() + Duration::from_secs(120);
@@ -130,6 +148,13 @@ impl LocalPlatform {
             description,
             log,
         })
+    }
+
+    /// The CA to trust for the gateway's certificate (`local --tls`).
+    pub fn ca_cert(&self) -> Option<String> {
+        self.description["gatewayTls"]["caCert"]
+            .as_str()
+            .map(str::to_owned)
     }
 
     /// Sends SIGTERM and waits for a clean stop (SIGKILL after 15 s).
@@ -243,45 +268,71 @@ pub fn run_session(
         config: options.state_dir.join("nsight-cloud.conf"),
         transcript: &mut transcript,
     };
-    cli.run(
-        &[
-            "configure",
-            "--gw",
-            &platform.gateway_url,
-            "--apikey",
-            &platform.api_key,
-        ],
-        true,
-    )?;
+    let ca_cert = platform.ca_cert();
+    let mut configure = vec![
+        "configure",
+        "--gw",
+        &platform.gateway_url,
+        "--apikey",
+        &platform.api_key,
+    ];
+    if let Some(ca) = &ca_cert {
+        configure.extend(["--ca-cert", ca.as_str()]);
+    }
+    cli.run(&configure, true)?;
 
     // The profiled program, under the agent, in coordinator mode.
     let d = &platform.description;
     let text = |k: &str| d[k].as_str().unwrap_or_default().to_owned();
+    // `nsight-agent run <backend> ... --pod <pod> -- <argv>`, spooling under the state dir.
+    let agent_command = |backend: &[&std::ffi::OsStr], pod: &str, argv: &[&std::ffi::OsStr]| {
+        let mut cmd = Command::new(paths.bin_dir.join("nsight-agent"));
+        cmd.arg("run")
+            .args(backend)
+            .arg("--coordinator")
+            .arg(text("agentChannel"))
+            .arg("--tls-dir")
+            .arg(text("tlsDir"))
+            .arg("--storage-dir")
+            .arg(text("reportsDir"))
+            .arg("--spool-dir")
+            .arg(options.state_dir.join(format!("agent-spool-{pod}")))
+            .arg("--pod")
+            .arg(pod)
+            .arg("--")
+            .args(argv);
+        cmd
+    };
     let agent_log = options.state_dir.join("logs/demo-agent.log");
-    let mut agent_cmd = Command::new(paths.bin_dir.join("nsight-agent"));
-    agent_cmd
-        .arg("run")
-        .arg("--coordinator")
-        .arg(text("agentChannel"))
-        .arg("--tls-dir")
-        .arg(text("tlsDir"))
-        .arg("--storage-dir")
-        .arg(text("reportsDir"))
-        .arg("--spool-dir")
-        .arg(options.state_dir.join("agent-spool"))
-        .arg("--pod")
-        .arg("demo")
-        .arg("--")
-        .arg(&paths.python)
-        .arg(&paths.sample)
-        .arg("600");
+    let agent_cmd = agent_command(
+        &[],
+        "demo",
+        &[
+            paths.python.as_os_str(),
+            paths.sample.as_os_str(),
+            "600".as_ref(),
+        ],
+    );
     let mut agent = Running::spawn("nsight-agent", agent_cmd, &agent_log);
-    poll("the agent to register", Duration::from_secs(60), || {
-        if !agent.is_running() {
+    let nsys_log = options.state_dir.join("logs/demo-agent-nsys.log");
+    let mut nsys_agent = paths.nsys.as_ref().map(|sample| {
+        let argv: Vec<&std::ffi::OsStr> = sample.argv.iter().map(|a| a.as_ref()).collect();
+        let backend = [
+            "--backend".as_ref(),
+            "nsys".as_ref(),
+            "--nsys".as_ref(),
+            sample.nsys.as_os_str(),
+        ];
+        let cmd = agent_command(&backend, "demo-nsys", &argv);
+        Running::spawn("nsight-agent (nsys)", cmd, &nsys_log)
+    });
+    let agents = 1 + u64::from(nsys_agent.is_some());
+    poll("the agents to register", Duration::from_secs(60), || {
+        if !agent.is_running() || nsys_agent.as_mut().is_some_and(|a| !a.is_running()) {
             return None;
         }
         let status = cli.json(&["status"]).ok()?;
-        (status["agentCounts"]["connected"].as_u64() >= Some(1)).then_some(())
+        (status["agentCounts"]["connected"].as_u64() >= Some(agents)).then_some(())
     })
     .map_err(|e| format!("{e}; agent log {}:\n{}", agent_log.display(), agent.log()))?;
     cli.run(&["status"], false)?;
@@ -295,9 +346,11 @@ pub fn run_session(
     cli.run(&["profiler-start"], false)?;
     std::thread::sleep(options.collect_for);
     cli.run(&["profiler-stop"], false)?;
+    // nvtx: one .sqlite; nsys: the .nsys-rep and its .sqlite export.
+    let expected = 1 + 2 * usize::from(nsys_agent.is_some());
     poll("the report upload", Duration::from_secs(60), || {
         let listing = cli.json(&["ls"]).ok()?;
-        (!listing["reports"].as_array()?.is_empty()).then_some(())
+        (listing["reports"].as_array()?.len() >= expected).then_some(())
     })
     .map_err(|e| format!("{e}; agent log {}:\n{}", agent_log.display(), agent.log()))?;
     cli.run(&["ls"], false)?;
@@ -332,8 +385,15 @@ pub fn run_session(
         .find(|p| p.extension().is_some_and(|e| e == "csv"))
         .and_then(|p| std::fs::read_to_string(p).ok())
         .ok_or("the nvtx_sum job produced no CSV")?;
+    let kernels_csv = match &nsys_agent {
+        Some(_) => Some(kernel_summary(&mut cli, &options.out_dir.join("kernels"))?),
+        None => None,
+    };
     cli.run(&["session-end"], false)?;
     terminate(&mut agent);
+    if let Some(a) = nsys_agent.as_mut() {
+        terminate(a);
+    }
     Ok(DemoOutcome {
         gateway_url: platform.gateway_url.clone(),
         api_key: platform.api_key.clone(),
@@ -346,6 +406,26 @@ pub fn run_session(
         job: job_id,
         analysis_files,
         csv,
+        kernels_csv,
         transcript,
     })
+}
+
+/// `analysis run cuda_gpu_kern_sum` over the session (the nsys report has the kernels) and its CSV.
+fn kernel_summary(cli: &mut Cli<'_>, out: &Path) -> Result<String, String> {
+    let job = cli.json(&["analysis", "run", "cuda_gpu_kern_sum", "--wait"])?;
+    if job["status"] != "succeeded" {
+        return Err(format!(
+            "the cuda_gpu_kern_sum job did not succeed: {job:#}"
+        ));
+    }
+    let id = job["id"].as_str().unwrap_or_default().to_owned();
+    let dir = out.display().to_string();
+    cli.run(&["analysis", "reports", "download", &id, "-o", &dir], false)?;
+    files_under(out)
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "csv"))
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .find(|csv| csv.lines().count() > 1)
+        .ok_or_else(|| "the cuda_gpu_kern_sum job produced no kernel rows".to_owned())
 }

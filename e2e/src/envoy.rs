@@ -108,3 +108,39 @@ fn static_cluster(name: &str, addr: SocketAddr) -> String {
         port = addr.port()
     )
 }
+
+/// [`auth_filter_config_with_clusters`] with the listener serving TLS (the certificate chain
+/// and key as PEM files), as the OAuth2 mode requires.
+pub fn auth_filter_config_tls(
+    listen: u16,
+    admin: u16,
+    filter: &Path,
+    filter_config: &str,
+    behind: Behind<'_>,
+    filter_clusters: &[(&str, SocketAddr)],
+    (cert_chain, private_key): (&Path, &Path),
+) -> String {
+    let plain = auth_filter_config_with_clusters(
+        listen,
+        admin,
+        filter,
+        filter_config,
+        behind,
+        filter_clusters,
+    );
+    let tls = format!(
+        r#"    filter_chains:
+    - transport_socket:
+        name: envoy.transport_sockets.tls
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext
+          common_tls_context:
+            tls_certificates:
+            - certificate_chain: {{ filename: "{}" }}
+              private_key: {{ filename: "{}" }}
+      filters:"#,
+        cert_chain.display(),
+        private_key.display()
+    );
+    plain.replacen("    filter_chains:\n    - filters:", &tls, 1)
+}

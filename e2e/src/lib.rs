@@ -12,6 +12,7 @@
 )]
 
 pub mod agent;
+pub mod browser;
 pub mod cli;
 pub mod demo;
 pub mod envoy;

@@ -43,6 +43,12 @@ impl std::fmt::Debug for OidcProvider {
 impl OidcProvider {
     /// Starts the provider with the test clients, access tokens valid for `ttl_s` seconds.
     pub fn start(ttl_s: u64) -> Self {
+        Self::start_with(ttl_s, &[], 600)
+    }
+
+    /// [`OidcProvider::start`] with more clients (oidc-provider client metadata, e.g. a web
+    /// client of the code flow) and ID tokens valid for `id_token_ttl_s` seconds.
+    pub fn start_with(ttl_s: u64, extra_clients: &[Value], id_token_ttl_s: u64) -> Self {
         let dir = TempDir::new("oidc-provider");
         let port = free_port();
         let issuer = format!("http://127.0.0.1:{port}");
@@ -62,7 +68,12 @@ impl OidcProvider {
                                  "refresh_token"],
                  "redirect_uris": [], "response_types": []},
             ],
+            "id_token_ttl_s": id_token_ttl_s,
         });
+        let mut config = config;
+        if let Some(clients) = config["clients"].as_array_mut() {
+            clients.extend(extra_clients.iter().cloned());
+        }
         let config_path = dir.path().join("config.json");
         let script = dir.path().join("oidc_provider.mjs");
         std::fs::write(&config_path, config.to_string()).expect("write the provider config");
@@ -98,6 +109,10 @@ impl OidcProvider {
 
     pub fn token_endpoint(&self) -> String {
         format!("{}/token", self.issuer)
+    }
+
+    pub fn authorization_endpoint(&self) -> String {
+        format!("{}/auth", self.issuer)
     }
 
     pub fn device_authorization_endpoint(&self) -> String {

@@ -66,7 +66,7 @@ const provider = new Provider(config.issuer, {
     Grant: 3600,
     Interaction: 600,
     Session: 3600,
-    IdToken: 600,
+    IdToken: config.id_token_ttl_s ?? 600,
   },
   // Consent is granted for every requested scope and resource (a test provider).
   loadExistingGrant: async (ctx) => {

@@ -11,14 +11,21 @@ use std::{os::unix::fs::FileExt, path::Path};
 use nsight_e2e::{
     cli::Cli,
     free_port,
+    gateway::LocalGateway,
     platform::CoordinatorProcess,
     s3::{S3Server, ACCESS_KEY, SECRET_KEY},
     TempDir,
 };
+use nsight_gateway::{bootstrap::AdsFlavor, cache::node_id, ir::GatewayIr};
 use nsight_storage::{PutOptions, ReportStore, S3Settings, S3Store, Secret};
 
 /// A coordinator whose reports are in bucket `reports` of `s3` (the bucket is created here).
 fn coordinator_on(dir: &Path, s3: &S3Server) -> CoordinatorProcess {
+    coordinator_with(dir, s3, &[])
+}
+
+/// [`coordinator_on`] with more command-line arguments.
+fn coordinator_with(dir: &Path, s3: &S3Server, extra: &[&str]) -> CoordinatorProcess {
     // s3s-fs keeps a bucket as a directory of its root.
     std::fs::create_dir_all(s3.bucket_dir("reports")).unwrap();
     let config = dir.join("storage-config.yaml");
@@ -38,7 +45,7 @@ fn coordinator_on(dir: &Path, s3: &S3Server) -> CoordinatorProcess {
         grpc,
         &dir.join("state"),
         15_000,
-        &["--storage-config", config.to_str().unwrap()],
+        &[&["--storage-config", config.to_str().unwrap()], extra].concat(),
     )
 }
 
@@ -106,6 +113,10 @@ fn a_report_uploaded_with_its_digest_is_verified_resumed_and_refused_when_damage
     let (code, stdout, err) = download();
     assert_eq!(code, 0, "{stdout}{err}");
     let listing = cli.json(&["--tag", "gpu", "ls"]);
+    assert_eq!(
+        listing["reports"][0]["sha256"], sha,
+        "the listing names the digest stored at upload: {listing:#}"
+    );
     let target = out
         .join(listing["directory"].as_str().unwrap())
         .join("1/python_gpu_pod-a_r1.nsys-rep");
@@ -200,4 +211,80 @@ fn presigned_s3_urls_download_without_credentials() {
     let dir_name = listing["directory"].as_str().unwrap();
     let got = std::fs::read(out.join(dir_name).join("1/python_gpu_pod-a_r1.sqlite")).unwrap();
     assert_eq!(got, body);
+}
+
+/// In a cluster users reach storage through the gateway's storage port (9000): the coordinator
+/// signs URLs for that address, Envoy forwards them with the Host header intact, and the S3
+/// server accepts the signature. The CLI downloads through Envoy and verifies the digest.
+#[test]
+fn presigned_urls_for_the_gateway_download_through_its_storage_port() {
+    let dir = TempDir::new("cli-reports-s3-gateway");
+    let s3 = S3Server::start(&dir.path().join("s3"));
+    let (gateway_port, storage_port) = (free_port(), free_port());
+    let storage_url = format!("http://127.0.0.1:{storage_port}");
+    let coordinator = coordinator_with(
+        dir.path(),
+        &s3,
+        &["--storage-public-url", storage_url.as_str()],
+    );
+    let node = node_id::gateway("test", "storage-proxy");
+    let gateway = LocalGateway::start(&node, AdsFlavor::Sotw);
+    let ir: GatewayIr = GatewayIr::local()
+        .listen("127.0.0.1", gateway_port, storage_port)
+        .coordinator(coordinator.http)
+        .storage(([127, 0, 0, 1], s3.port()).into())
+        .build()
+        .unwrap();
+    gateway.xds().set_ir(&node, &ir).unwrap();
+    gateway.wait_ready();
+
+    let cli_config = dir.path().join("nsight-cloud.conf");
+    let cli = Cli {
+        config: &cli_config,
+    };
+    cli.ok(&[
+        "configure",
+        "--gw",
+        &format!("http://127.0.0.1:{gateway_port}"),
+    ]);
+    let session = cli.json(&["--tag", "gpu", "session-begin", "--title", "via gateway"])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let body: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+    let sha = sha256_hex(&body);
+    let key = format!("gpu/{session}/1/python_gpu_pod-a_r1.nsys-rep");
+    let store = S3Store::new(S3Settings::new(
+        "reports",
+        Some(&s3.endpoint()),
+        ACCESS_KEY,
+        Secret::new(SECRET_KEY),
+    ))
+    .unwrap();
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(store.put_with(&key, &body[..], &PutOptions::with_sha256(&sha)))
+        .unwrap();
+
+    let listing = cli.json(&["--tag", "gpu", "ls"]);
+    let url = listing["reports"][0]["url"].as_str().unwrap();
+    assert!(
+        url.starts_with(&storage_url),
+        "signed for the gateway: {url}"
+    );
+    assert_eq!(listing["reports"][0]["sha256"], sha, "{listing:#}");
+    let out = dir.path().join("out");
+    let (code, stdout, err) = cli.run(&["--tag", "gpu", "download", "-o", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stdout}{err}\nEnvoy:\n{}", gateway.envoy_log());
+    let dir_name = listing["directory"].as_str().unwrap();
+    let got = std::fs::read(out.join(dir_name).join("1/python_gpu_pod-a_r1.nsys-rep")).unwrap();
+    assert_eq!(got, body);
+
+    // A URL altered on the way is refused by the S3 server, through the proxy as well.
+    let at = url.find("X-Amz-Signature=").unwrap() + "X-Amz-Signature=".len();
+    let flipped = if &url[at..=at] == "0" { "1" } else { "0" };
+    let tampered = format!("{}{flipped}{}", &url[..at], &url[at + 1..]);
+    let path = &tampered[storage_url.len()..];
+    let r = nsight_e2e::http::get(([127, 0, 0, 1], storage_port).into(), path, &[]).unwrap();
+    assert_eq!(r.status, 403, "{}", r.body);
 }

@@ -201,6 +201,14 @@ fn the_chart_lints_renders_and_is_accepted_by_the_api_server() {
     for container in containers(&deployment) {
         binary_accepts(container);
     }
+    // The cluster-wide node setting reaches the manager (the default: perf_event_paranoid 2).
+    assert!(
+        containers(&deployment)[0]["args"]
+            .to_string()
+            .contains(r#"--machine-config={\"perfEventParanoid\":2}"#),
+        "{}",
+        containers(&deployment)[0]["args"]
+    );
     // The webhook's Service reaches the webhook container's port by name.
     let mwc = kube
         .get("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/nsight-nsight-operator-injector")
@@ -228,7 +236,7 @@ fn the_chart_lints_renders_and_is_accepted_by_the_api_server() {
         "nsight-one-namespace",
         &[
         "--set",
-        "manager.watchNamespace=team-a,manager.leaderElection=false,manager.replicas=2,webhook.enabled=false",
+        "manager.watchNamespace=team-a,manager.leaderElection=false,manager.replicas=2,webhook.enabled=false,machineConfig=null",
     ]);
     assert!(of_kind(&docs, "MutatingWebhookConfiguration").is_empty());
     assert!(of_kind(&docs, "Role").is_empty());
@@ -236,6 +244,7 @@ fn the_chart_lints_renders_and_is_accepted_by_the_api_server() {
     assert_eq!(containers(deployment).len(), 1);
     let args = containers(deployment)[0]["args"].to_string();
     assert!(args.contains("--namespace=team-a") && !args.contains("--leader-elect"));
+    assert!(args.contains("--machine-config=null"), "{args}");
     binary_accepts(&containers(deployment)[0]);
     submit(&kube, &docs, true);
 

@@ -1,7 +1,7 @@
 //! The Helm chart's RBAC is enough, and no more: the chart's ServiceAccount, ClusterRole(Binding)
 //! and leader Role(Binding) are created on a real kube-apiserver, the manager runs as that
 //! ServiceAccount (impersonated) with leader election and reconciles a coordinator to
-//! `Reconciled=True`; the same identity cannot read Secrets.
+//! `Reconciled=True`; the same identity cannot change or delete Secrets.
 //!
 //! `templates/rbac.yaml` and `templates/serviceaccount.yaml` are rendered by `helm template`.
 //! Needs `cargo xtask setup kube helm`.
@@ -178,7 +178,8 @@ fn the_chart_rbac_lets_the_manager_reconcile_and_nothing_more() {
     let more = health.metrics.total_reconciles() - settled;
     assert!(more <= 2, "{more} reconciles in 3 s with nothing changing");
 
-    // Least privilege: the identity cannot read Secrets or touch Pods.
+    // Least privilege: Secrets read (an external bucket's config, gateway TLS/API-key Secrets,
+    // watched for rotation) and created (generated credentials), never changed; no Pods.
     let review = |verb: &str, group_resource: &str| {
         let (resource, group) = group_resource
             .split_once('.')
@@ -196,7 +197,12 @@ fn the_chart_rbac_lets_the_manager_reconcile_and_nothing_more() {
     };
     assert!(review("patch", "services"));
     assert!(review("create", "events.events.k8s.io"));
-    assert!(!review("get", "secrets"));
+    for verb in ["get", "list", "watch"] {
+        assert!(review(verb, "secrets"), "{verb} secrets");
+    }
+    for verb in ["patch", "update", "delete"] {
+        assert!(!review(verb, "secrets"), "{verb} secrets");
+    }
     assert!(!review("create", "pods"));
     assert!(!review("delete", "nsightcoordinators.nvidia.com"));
     assert!(!review("patch", "nsightcoordinators.nvidia.com"));

@@ -39,6 +39,8 @@ pub struct Listener {
     pub tls_secret: Option<String>,
     /// The proxy-wasm auth filter, run before routing; `None` lets every request through.
     pub auth: Option<AuthFilter>,
+    /// The proxy-wasm tenant routing filter, run after the auth filter; `None`: no tenants.
+    pub routing: Option<TenantRouting>,
     /// Matched in order: put longer prefixes first (`/` last).
     pub routes: Vec<Route>,
     /// Idle time allowed on a stream (request or response body not moving). Large uploads and
@@ -75,6 +77,65 @@ impl AuthFilter {
         Self {
             wasm_path: wasm_path.into(),
             config_json: config.to_string(),
+        }
+    }
+}
+
+/// Our proxy-wasm tenant routing filter (`plugins/routing`) on a gateway shared by several
+/// namespaces: requests under `path_prefix` go through it; it sets `cluster_header` to the
+/// tenant's upstream (read by a `cluster_header` route) and strips `<prefix><namespace>`, or
+/// answers 403/404 itself. On every other route of the listener it is disabled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TenantRouting {
+    pub wasm_path: PathBuf,
+    /// The routing table as the filter parses it (docs/auth.md); no secrets in it.
+    pub config_json: String,
+    /// Requests whose path starts with this (`/t/`) are routed by tenant.
+    pub path_prefix: String,
+    /// The header the filter sets to the cluster name.
+    pub cluster_header: String,
+    /// The upstreams the table names; each must be defined in the IR.
+    pub upstreams: Vec<String>,
+}
+
+/// One tenant of a shared gateway: its namespace, its upstream and who may reach it (values of
+/// the auth filter's `x-nsight-auth-identity`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tenant {
+    pub namespace: String,
+    pub upstream: String,
+    pub identities: Vec<String>,
+}
+
+impl TenantRouting {
+    /// The filter's default path prefix: tenants by path `/t/<namespace>/...`.
+    pub const PATH_PREFIX: &'static str = "/t/";
+    /// The filter's default cluster header.
+    pub const CLUSTER_HEADER: &'static str = "x-nsight-tenant-cluster";
+
+    /// Tenants chosen by path (`/t/<namespace>/...`, prefix stripped before forwarding).
+    pub fn by_path(wasm_path: impl Into<PathBuf>, tenants: &[Tenant]) -> Self {
+        let table: Vec<serde_json::Value> = tenants
+            .iter()
+            .map(|t| {
+                serde_json::json!({
+                    "namespace": t.namespace,
+                    "cluster": t.upstream,
+                    "identities": t.identities,
+                })
+            })
+            .collect();
+        let config = serde_json::json!({
+            "tenant_source": { "path_prefix": Self::PATH_PREFIX },
+            "cluster_header": Self::CLUSTER_HEADER,
+            "tenants": table,
+        });
+        Self {
+            wasm_path: wasm_path.into(),
+            config_json: config.to_string(),
+            path_prefix: Self::PATH_PREFIX.into(),
+            cluster_header: Self::CLUSTER_HEADER.into(),
+            upstreams: tenants.iter().map(|t| t.upstream.clone()).collect(),
         }
     }
 }
@@ -221,6 +282,25 @@ impl GatewayIr {
                     });
                 }
             }
+            if let Some(routing) = &l.routing {
+                if !routing.path_prefix.starts_with('/') {
+                    return Err(IrError::BadPrefix {
+                        listener: l.name.clone(),
+                        prefix: routing.path_prefix.clone(),
+                    });
+                }
+                if let Some(missing) = routing
+                    .upstreams
+                    .iter()
+                    .find(|name| !self.upstreams.iter().any(|u| &u.name == *name))
+                {
+                    return Err(IrError::UnknownUpstream {
+                        listener: l.name.clone(),
+                        prefix: routing.path_prefix.clone(),
+                        upstream: missing.clone(),
+                    });
+                }
+            }
             for r in &l.routes {
                 if !r.prefix.starts_with('/') {
                     return Err(IrError::BadPrefix {
@@ -326,6 +406,7 @@ impl Listener {
             port,
             tls_secret: None,
             auth: None,
+            routing: None,
             routes: Vec::new(),
             stream_idle_timeout: Duration::from_secs(300),
         }

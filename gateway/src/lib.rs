@@ -11,6 +11,7 @@
 //! ```
 //! See docs/gateway.md for the public API the local mode uses.
 
+pub mod auth;
 pub mod bootstrap;
 pub mod cache;
 pub mod client;

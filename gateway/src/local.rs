@@ -151,7 +151,7 @@ impl LocalGateway {
         self
     }
 
-    /// Serve HTTPS on the gateway port with this certificate chain and key (PEM).
+    /// Serve HTTPS on the gateway and storage ports with this certificate chain and key (PEM).
     pub fn tls(mut self, cert_chain_pem: &str, private_key_pem: &str) -> Self {
         self.tls = Some(TlsSecret {
             name: names::TLS_SECRET.into(),
@@ -206,6 +206,8 @@ impl LocalGateway {
             ));
             let mut proxy =
                 Listener::http(names::STORAGE_LISTENER, &self.address, self.storage_port);
+            // Downloads are as sensitive as the API: HTTPS on both ports, or on neither.
+            proxy.tls_secret = self.tls.as_ref().map(|s| s.name.clone());
             proxy
                 .routes
                 .push(Route::streaming(&self.storage_prefix, names::STORAGE));

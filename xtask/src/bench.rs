@@ -8,6 +8,8 @@
 //!
 //! `storage`: our S3 upload and download against the aws CLI (see `bench_storage.rs`).
 //!
+//! `auth`: no auth vs our Wasm API-key and JWT filters vs Envoy's jwt_authn (see `bench_auth.rs`).
+//!
 //! `recipes`: `cuda_gpu_kern_sum` through the Wasm host against sqlite3 and pandas (see
 //! `bench_recipes.rs`).
 
@@ -43,6 +45,7 @@ pub fn run(layout: &Layout, args: &[String]) -> Result<()> {
             crate::bench_storage::storage(layout, size_mib)
         }
         Some("gateway") => crate::bench_gateway::gateway(),
+        Some("auth") => crate::bench_auth::auth(layout),
         Some("nvtx") => crate::bench_nvtx::nvtx(layout),
         Some("webhook") => crate::bench_webhook::webhook(layout),
         Some("operator") => crate::bench_operator::operator(layout),
@@ -57,7 +60,7 @@ pub fn run(layout: &Layout, args: &[String]) -> Result<()> {
         }
         _ => bail!(
             "usage: cargo xtask bench coordinator [AGENTS] | storage [SIZE_MIB] | gateway | nvtx \
-             | recipes [ROWS] | webhook | operator"
+             | recipes [ROWS] | webhook | operator | auth"
         ),
     }
 }

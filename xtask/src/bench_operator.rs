@@ -49,6 +49,8 @@ pub fn operator(layout: &Layout) -> Result<()> {
     let mut cmd = Command::new(release.join("nsight-operator"));
     cmd.arg("manager")
         .arg(format!("--metrics-addr={metrics}"))
+        // Node settings are not what this measures (and the harness has no operator namespace).
+        .arg("--machine-config=null")
         .env("KUBECONFIG", kube.kubeconfig())
         .env("NO_COLOR", "1")
         .env(

@@ -20,6 +20,10 @@ const WASM_ONLY: &[&str] = &[
     "nsight-recipe-cuda-gpu-mem-time-sum",
     "nsight-recipe-cuda-gpu-mem-size-sum",
     "nsight-recipe-osrt-sum",
+    "nsight-recipe-cuda-gpu-kern-hist",
+    "nsight-recipe-gpu-time-util",
+    "nsight-recipe-gpu-gaps",
+    "nsight-recipe-diff",
 ];
 
 fn host_cargo(layout: &Layout, subcommand: &str) -> Command {

@@ -1,12 +1,18 @@
-//! `cargo xtask demo [--keep] [--gateway-port N] [--storage-port N]`: the README's main command.
+//! `cargo xtask demo [--keep] [--tls] [--gateway-port N] [--storage-port N]`: the README's main
+//! command.
 //! Installs what is missing, builds, starts the local platform, profiles a Python program with
 //! NVTX ranges under the agent, drives a real session through the gateway with the CLI, and
-//! prints what a person needs. `--keep` leaves the platform running until Ctrl-C.
+//! prints what a person needs. `--keep` leaves the platform running until Ctrl-C; `--tls` serves
+//! the gateway over HTTPS with the local certificates (the CLI trusts their CA).
 
-use std::{process::Command, time::Duration};
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+    time::Duration,
+};
 
 use anyhow::{anyhow, bail, Result};
-use nsight_e2e::demo::{run_session, DemoOptions, DemoPaths, LocalPlatform};
+use nsight_e2e::demo::{run_session, DemoOptions, DemoPaths, LocalPlatform, NsysSample};
 
 use crate::{
     cmd::{run as run_cmd, stage},
@@ -27,6 +33,7 @@ const PACKAGES: [&str; 7] = [
 
 struct Flags {
     keep: bool,
+    tls: bool,
     gateway_port: u16,
     storage_port: u16,
 }
@@ -34,6 +41,7 @@ struct Flags {
 fn flags(args: &[String]) -> Result<Flags> {
     let mut flags = Flags {
         keep: false,
+        tls: false,
         gateway_port: 8888,
         storage_port: 9000,
     };
@@ -46,10 +54,11 @@ fn flags(args: &[String]) -> Result<Flags> {
         };
         match arg.as_str() {
             "--keep" => flags.keep = true,
+            "--tls" => flags.tls = true,
             "--gateway-port" => flags.gateway_port = port("--gateway-port")?,
             "--storage-port" => flags.storage_port = port("--storage-port")?,
             other => bail!(
-                "unknown option `{other}`; usage: cargo xtask demo [--keep] [--gateway-port N] [--storage-port N]"
+                "unknown option `{other}`; usage: cargo xtask demo [--keep] [--tls] [--gateway-port N] [--storage-port N]"
             ),
         }
     }
@@ -60,7 +69,8 @@ pub fn run(layout: &Layout, args: &[String]) -> Result<()> {
     let flags = flags(args)?;
     // Everything but what only the tests use: the Kubernetes API server (~32 min to build
     // cold), helm and the OpenID provider.
-    const TEST_ONLY: [&str; 3] = ["kube", "helm", "oidc"];
+    // The S3 server too: the demo keeps reports in a local directory.
+    const TEST_ONLY: [&str; 4] = ["kube", "helm", "oidc", "s3"];
     let steps: Vec<String> = setup::STEPS
         .iter()
         .map(|(name, _)| (*name).to_owned())
@@ -85,7 +95,8 @@ pub fn run(layout: &Layout, args: &[String]) -> Result<()> {
         "analysis",
         "reports",
         "out",
-        "agent-spool",
+        "agent-spool-demo",
+        "agent-spool-demo-nsys",
         "logs",
     ] {
         let _ = std::fs::remove_dir_all(state_dir.join(stale));
@@ -96,6 +107,7 @@ pub fn run(layout: &Layout, args: &[String]) -> Result<()> {
         envoy_bin: layout.envoy(),
         python: layout.venv().join("bin/python"),
         sample: layout.root.join("xtask/demo/nvtx_sample.py"),
+        nsys: nsys_sample(layout, &state_dir)?,
     };
     let options = DemoOptions {
         out_dir: state_dir.join("out"),
@@ -104,6 +116,7 @@ pub fn run(layout: &Layout, args: &[String]) -> Result<()> {
         storage_port: flags.storage_port,
         internal_ports_from: 18080,
         collect_for: Duration::from_secs(3),
+        tls: flags.tls,
     };
     eprintln!(
         "==> starting the local platform (state in {})",
@@ -137,12 +150,13 @@ pub fn run(layout: &Layout, args: &[String]) -> Result<()> {
         paths.bin_dir.display(),
         options.state_dir.join("nsight-cloud.conf").display()
     );
-    match which("nsys") {
-        Some(nsys) => println!(
-            "nsys found at {}: the CUDA sample under the nsys backend is not part of the demo yet",
-            nsys
+    match (&paths.nsys, &outcome.kernels_csv) {
+        (Some(sample), Some(csv)) => println!(
+            "\n{} under nsys ({}): cuda_gpu_kern_sum (CSV):\n{csv}",
+            sample.argv.join(" "),
+            sample.nsys.display()
         ),
-        None => println!("nsys is not on PATH: the CUDA sample under nsys was skipped"),
+        _ => println!("nsys is not on PATH: the CUDA sample under the nsys backend was skipped"),
     }
     if flags.keep {
         println!("\nThe platform keeps running; press Ctrl-C to stop it.");
@@ -152,13 +166,44 @@ pub fn run(layout: &Layout, args: &[String]) -> Result<()> {
     Ok(())
 }
 
-fn which(name: &str) -> Option<String> {
+fn which(name: &str) -> Option<PathBuf> {
     std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
             .map(|d| d.join(name))
             .find(|p| p.is_file())
-            .map(|p| p.display().to_string())
     })
+}
+
+/// With nsys on PATH, the program for the nsys backend: the CUDA sample when nvcc can build it,
+/// else the Python sample (nsys then records its NVTX ranges and OS runtime calls, no kernels).
+fn nsys_sample(layout: &Layout, state_dir: &Path) -> Result<Option<NsysSample>> {
+    let Some(nsys) = which("nsys") else {
+        return Ok(None);
+    };
+    let argv = match which("nvcc") {
+        Some(nvcc) => {
+            let bin = state_dir.join("cuda_sample");
+            std::fs::create_dir_all(state_dir)?;
+            run_cmd(
+                Command::new(nvcc)
+                    .arg("-O2")
+                    .arg("-o")
+                    .arg(&bin)
+                    .arg(layout.root.join("xtask/demo/cuda_sample.cu")),
+            )?;
+            vec![bin.display().to_string(), "600".into()]
+        }
+        None => vec![
+            layout.venv().join("bin/python").display().to_string(),
+            layout
+                .root
+                .join("xtask/demo/nvtx_sample.py")
+                .display()
+                .to_string(),
+            "600".into(),
+        ],
+    };
+    Ok(Some(NsysSample { nsys, argv }))
 }
 
 /// Blocks until SIGINT: `sleep` in a child that the terminal's Ctrl-C also interrupts.

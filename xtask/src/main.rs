@@ -5,6 +5,7 @@
 //! outside the generated files it is asked to write.
 
 mod bench;
+mod bench_auth;
 mod bench_gateway;
 mod bench_nvtx;
 mod bench_operator;
@@ -33,7 +34,7 @@ tasks:
   codegen      regenerate committed generated files (OpenAPI documents)
   demo [--keep] the whole platform on this machine, profiling a sample program end to end
   bench NAME   benchmarks against real processes (coordinator [AGENTS], storage [SIZE_MIB],
-               gateway, nvtx, recipes [ROWS], webhook, operator)
+               gateway, nvtx, recipes [ROWS], webhook, operator, auth)
   ci           the test command: setup, fmt, clippy (host + wasm), build-wasm, tests
   env          print the environment the tests use (source it to run `cargo test` by hand)
 ";

@@ -11,7 +11,7 @@ use std::{
 use anyhow::{Context, Result};
 
 /// Pinned tool versions. Changing one here is the whole upgrade: the cache is keyed by them.
-pub const WASM_TOOLS_VERSION: &str = "1.263.0";
+pub const WASM_TOOLS_VERSION: &str = "1.262.0";
 /// Must equal the `wasm-bindgen` crate version in Cargo.lock.
 pub const WASM_BINDGEN_VERSION: &str = "0.2.130";
 pub const BINARYEN_NPM_VERSION: &str = "132.0.0";

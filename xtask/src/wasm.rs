@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! plugins/auth ──(wasm32-wasip1)──────────────────────────────> dist/nsight_auth_filter.wasm
+//! plugins/routing ──(wasm32-wasip1)───────────────────────────> dist/nsight_routing_filter.wasm
 //! plugins/recipes/* ──(wasm32-unknown-unknown)── wasm-tools ──> dist/recipes/<name>.wasm
 //! ui ──(wasm32-unknown-unknown)── wasm-bindgen ── wasm-opt ───> dist/ui/{index.html,*.js,*.wasm}
 //! ```
@@ -22,7 +23,10 @@ use crate::{
 };
 
 /// A proxy-wasm filter: crate name and the artifact name Envoy loads.
-pub const FILTERS: &[(&str, &str)] = &[("nsight-auth-filter", "nsight_auth_filter")];
+pub const FILTERS: &[(&str, &str)] = &[
+    ("nsight-auth-filter", "nsight_auth_filter"),
+    ("nsight-routing-filter", "nsight_routing_filter"),
+];
 /// A recipe component: crate name and recipe name.
 pub const RECIPES: &[(&str, &str)] = &[
     ("nsight-recipe-nvtx-sum", "nvtx_sum"),
@@ -38,6 +42,10 @@ pub const RECIPES: &[(&str, &str)] = &[
         "cuda_gpu_mem_size_sum",
     ),
     ("nsight-recipe-osrt-sum", "osrt_sum"),
+    ("nsight-recipe-cuda-gpu-kern-hist", "cuda_gpu_kern_hist"),
+    ("nsight-recipe-gpu-time-util", "gpu_time_util"),
+    ("nsight-recipe-gpu-gaps", "gpu_gaps"),
+    ("nsight-recipe-diff", "diff"),
 ];
 pub const UI_CRATE: &str = "nsight-ui";
 

@@ -12,18 +12,23 @@
 //!                        ReportDb (read-only SQLite, cursors on worker threads)
 //! ```
 //!
+//! [`compile_cache`] keeps compiled components on disk across processes; [`local`] runs a
+//! recipe on local files with no server (the CLI's `analysis run --input`).
+//!
 //! [`service`] is the REST service around the host (binary `nsight-analysis`): jobs over the
 //! reports in storage, with CSV, notebook and HTML outputs written back to storage.
 
+pub mod compile_cache;
 pub mod csv;
 mod cursor;
+pub mod local;
 pub mod recipe_host;
 pub mod report;
 pub mod service;
 
 pub use csv::table_to_csv;
 pub use recipe_host::{
-    Argument, CancelHandle, Column, ColumnKind, Figure, Level, Limits, LogLine, RecipeHost,
-    RecipeHostError, RecipeInfo, RecipeOutput, Table, Value,
+    Argument, CancelHandle, Column, ColumnKind, Figure, Level, Limits, LoadSource, LogLine,
+    RecipeHost, RecipeHostError, RecipeInfo, RecipeKind, RecipeOutput, Table, Value,
 };
 pub use report::{Cursor, QueryError, QueryLimits, ReportDb, ReportError, StopFlag};

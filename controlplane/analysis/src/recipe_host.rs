@@ -1,5 +1,6 @@
 //! Loading and calling recipe components. Owns the wasmtime `Engine`, the compiled-component
-//! cache and the per-call sandbox (a fresh `Store` with fuel and memory limits, holding the
+//! cache (in memory, and on disk through [`crate::compile_cache`] when given a directory) and
+//! the per-call sandbox (a fresh `Store` with fuel and memory limits, holding the
 //! run's read-only report and the cursors the recipe opened). It does not touch storage; the
 //! SQLite side lives in `report`.
 //!
@@ -13,11 +14,15 @@
 //!    ReportDb::open(report) ──> Store { fuel, memory, ReportDb, cursors } ──> call_run(args)
 //!        guest: report.query(...) ──> ReportDb::query ──> Cursor (Resource in the store)
 //!    <── RecipeOutput { tables, notes, figures, log }
+//!
+//!  run_reports(component of the multi-recipe world, [r0, r1, ...], args)
+//!    map(args, 0, n) on r0 | map(args, 1, n) on r1 | ...   (a fresh Store each, same limits)
+//!    reduce(args, [(label0, partial0), ...]) with no report ──> RecipeOutput
 //! ```
 
 use std::{
     collections::HashMap,
-    path::Path,
+    path::{Path, PathBuf},
     sync::{Arc, Mutex},
 };
 
@@ -27,6 +32,8 @@ use wasmtime::{
     Config, Engine, Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline,
 };
 
+use crate::compile_cache::DiskCache;
+pub use crate::compile_cache::LoadSource;
 use crate::report::{self, QueryError, QueryLimits, ReportDb, ReportError, StopFlag};
 
 mod bindings {
@@ -40,6 +47,21 @@ mod bindings {
     });
 }
 
+/// The `multi-recipe` world: the same imports and types as `recipe` (shared through `with`),
+/// other exports.
+mod multi_bindings {
+    wasmtime::component::bindgen!({
+        world: "multi-recipe",
+        path: "../../wit",
+        with: {
+            "nsight:recipe/types": crate::recipe_host::bindings::nsight::recipe::types,
+            "nsight:recipe/host": crate::recipe_host::bindings::nsight::recipe::host,
+            "nsight:recipe/report": crate::recipe_host::bindings::nsight::recipe::report,
+        },
+        imports: { default: trappable },
+    });
+}
+
 pub use bindings::nsight::recipe::{
     host::Level,
     types::{Argument, Column, ColumnKind, Figure, Output, RecipeInfo, Table, Value},
@@ -48,6 +70,16 @@ use bindings::{
     nsight::recipe::{host, report as wit_report},
     Recipe,
 };
+use multi_bindings::MultiRecipe;
+
+/// Which world a component implements (told apart by its exports).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecipeKind {
+    /// `recipe`: `run` on one report.
+    Single,
+    /// `multi-recipe`: `map` over several reports, then `reduce`.
+    Multi,
+}
 
 /// What one recipe call may use.
 #[derive(Debug, Clone, Copy)]
@@ -86,7 +118,13 @@ pub enum RecipeHostError {
         #[source]
         source: wasmtime::Error,
     },
-    #[error("recipe component does not fit the recipe world (wit/recipe.wit)")]
+    #[error("cannot use {path} as the compiled-component cache")]
+    CacheDir {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("recipe component does not fit the recipe or multi-recipe world (wit/recipe.wit)")]
     Instantiate(#[source] wasmtime::Error),
     #[error("recipe call `{call}` failed (trap, fuel or memory limit)")]
     Call {
@@ -302,12 +340,14 @@ fn check_output(output: &Output) -> Result<(), RecipeHostError> {
     Ok(())
 }
 
-/// Compiles recipe components once and runs each call in a fresh sandbox.
+/// Compiles recipe components once (per process, and per cache directory when there is one)
+/// and runs each call in a fresh sandbox.
 pub struct RecipeHost {
     engine: Engine,
     linker: Linker<CallState>,
     limits: Limits,
     compiled: Mutex<HashMap<[u8; 32], Arc<Component>>>,
+    disk: Option<DiskCache>,
 }
 
 impl std::fmt::Debug for RecipeHost {
@@ -332,27 +372,93 @@ impl RecipeHost {
             linker,
             limits,
             compiled: Mutex::new(HashMap::new()),
+            disk: None,
         })
+    }
+
+    /// A host that also keeps compiled components in `dir` (created if needed), so that other
+    /// processes with the same wasmtime version and configuration load them without compiling.
+    pub fn with_cache_dir(limits: Limits, dir: &Path) -> Result<Self, RecipeHostError> {
+        let mut host = Self::new(limits)?;
+        host.disk = Some(DiskCache::new(dir, &host.engine).map_err(|source| {
+            RecipeHostError::CacheDir {
+                path: dir.display().to_string(),
+                source,
+            }
+        })?);
+        Ok(host)
+    }
+
+    /// The on-disk cache directory, if there is one.
+    pub fn cache_dir(&self) -> Option<PathBuf> {
+        self.disk.as_ref().map(|d| d.dir().to_path_buf())
+    }
+
+    /// The limits every call runs under.
+    pub fn limits(&self) -> Limits {
+        self.limits
     }
 
     /// Compiles (or takes from the cache, by content digest) the component at `path`.
     pub fn load(&self, path: &Path) -> Result<Arc<Component>, RecipeHostError> {
+        self.load_traced(path).map(|(c, _)| c)
+    }
+
+    /// [`RecipeHost::load`], also saying where the compiled component came from: this
+    /// process's cache, the disk cache, or the compiler (an unusable disk entry is compiled
+    /// again and replaced, never used).
+    pub fn load_traced(
+        &self,
+        path: &Path,
+    ) -> Result<(Arc<Component>, LoadSource), RecipeHostError> {
         let bytes = std::fs::read(path).map_err(|source| RecipeHostError::Read {
             path: path.display().to_string(),
             source,
         })?;
         let digest: [u8; 32] = Sha256::digest(&bytes).into();
         if let Some(c) = self.cache().get(&digest) {
-            return Ok(Arc::clone(c));
+            return Ok((Arc::clone(c), LoadSource::Memory));
+        }
+        let key = self.disk.as_ref().map(|d| d.key(&bytes));
+        let mut source = LoadSource::Compiled;
+        if let (Some(disk), Some(key)) = (&self.disk, &key) {
+            match disk.get(&self.engine, key) {
+                Ok(Some(component)) => {
+                    tracing::debug!(path = %path.display(), "recipe component from the disk cache");
+                    let component = Arc::new(component);
+                    self.cache().insert(digest, Arc::clone(&component));
+                    return Ok((component, LoadSource::Disk));
+                }
+                Ok(None) => {}
+                Err(reason) => {
+                    tracing::warn!(path = %path.display(), entry = %disk.entry_path(key).display(), %reason, "compiled-component cache entry unusable; compiling again");
+                    source = LoadSource::Recompiled(reason);
+                }
+            }
         }
         let component =
             Component::new(&self.engine, &bytes).map_err(|source| RecipeHostError::Compile {
                 path: path.display().to_string(),
                 source,
             })?;
+        if let (Some(disk), Some(key)) = (&self.disk, &key) {
+            if let Err(e) = disk.put(key, &component) {
+                tracing::warn!(dir = %disk.dir().display(), error = %e, "cannot store a compiled component in the cache");
+            }
+        }
         let component = Arc::new(component);
         self.cache().insert(digest, Arc::clone(&component));
-        Ok(component)
+        Ok((component, source))
+    }
+
+    /// Which world `component` implements.
+    pub fn kind(&self, component: &Component) -> RecipeKind {
+        let ty = component.component_type();
+        if ty.get_export(&self.engine, "reduce").is_some() {
+            RecipeKind::Multi
+        } else {
+            RecipeKind::Single
+        }
     }
 
     /// Number of distinct compiled components held.
@@ -412,14 +518,20 @@ impl RecipeHost {
     /// Calls the recipe's `describe` in a fresh sandbox (with no report).
     pub fn describe(&self, component: &Component) -> Result<RecipeInfo, RecipeHostError> {
         let mut store = self.store(None, StopFlag::default())?;
-        let recipe = Recipe::instantiate(&mut store, component, &self.linker)
-            .map_err(RecipeHostError::Instantiate)?;
-        recipe
-            .call_describe(&mut store)
-            .map_err(|source| RecipeHostError::Call {
-                call: "describe",
-                source,
-            })
+        let call = |source| RecipeHostError::Call {
+            call: "describe",
+            source,
+        };
+        match self.kind(component) {
+            RecipeKind::Single => Recipe::instantiate(&mut store, component, &self.linker)
+                .map_err(RecipeHostError::Instantiate)?
+                .call_describe(&mut store)
+                .map_err(call),
+            RecipeKind::Multi => MultiRecipe::instantiate(&mut store, component, &self.linker)
+                .map_err(RecipeHostError::Instantiate)?
+                .call_describe(&mut store)
+                .map_err(call),
+        }
     }
 
     /// Runs the recipe on the report at `report` (an nsys SQLite export, opened read-only) in
@@ -453,6 +565,9 @@ impl RecipeHost {
         if cancel.is_cancelled() {
             return Err(RecipeHostError::Cancelled);
         }
+        if self.kind(component) == RecipeKind::Multi {
+            return self.run_reports_cancellable(component, &[report.to_path_buf()], args, cancel);
+        }
         let db = ReportDb::open_stoppable(report, self.limits.query, cancel.stop.clone())
             .map_err(|source| RecipeHostError::OpenReport {
                 path: report.display().to_string(),
@@ -482,5 +597,126 @@ impl RecipeHost {
             figures: output.figures,
             log,
         })
+    }
+
+    /// Runs a recipe over `reports`: a `multi-recipe` component maps over them (one fresh
+    /// sandbox per report, in order) and reduces the partial results (in a sandbox with no
+    /// report); a `recipe` component takes exactly one report.
+    pub fn run_reports(
+        &self,
+        component: &Component,
+        reports: &[PathBuf],
+        args: &[(String, String)],
+    ) -> Result<RecipeOutput, RecipeHostError> {
+        self.run_reports_cancellable(component, reports, args, &self.cancel_handle())
+    }
+
+    /// [`RecipeHost::run_reports`] that `cancel` can stop from another thread.
+    pub fn run_reports_cancellable(
+        &self,
+        component: &Component,
+        reports: &[PathBuf],
+        args: &[(String, String)],
+        cancel: &CancelHandle,
+    ) -> Result<RecipeOutput, RecipeHostError> {
+        if self.kind(component) == RecipeKind::Single {
+            return match reports {
+                [one] => self.run_cancellable(component, one, args, cancel),
+                _ => Err(RecipeHostError::Recipe(format!(
+                    "this recipe reads one report at a time; got {} (run it once per report)",
+                    reports.len()
+                ))),
+            };
+        }
+        let stopped = |r: RecipeHostError| {
+            if cancel.is_cancelled() {
+                RecipeHostError::Cancelled
+            } else {
+                r
+            }
+        };
+        let labels = report_labels(reports);
+        let count = u32::try_from(reports.len()).unwrap_or(u32::MAX);
+        let mut partials = Vec::with_capacity(reports.len());
+        let mut log = Vec::new();
+        for ((index, path), label) in (0u32..).zip(reports).zip(labels) {
+            if cancel.is_cancelled() {
+                return Err(RecipeHostError::Cancelled);
+            }
+            let db = ReportDb::open_stoppable(path, self.limits.query, cancel.stop.clone())
+                .map_err(|source| RecipeHostError::OpenReport {
+                    path: path.display().to_string(),
+                    source,
+                })
+                .map_err(stopped)?;
+            let mut store = self.store(Some(db), cancel.stop.clone())?;
+            let recipe = MultiRecipe::instantiate(&mut store, component, &self.linker)
+                .map_err(RecipeHostError::Instantiate)
+                .map_err(stopped)?;
+            let result = recipe
+                .call_map(&mut store, args, index, count)
+                .map_err(|source| RecipeHostError::Call {
+                    call: "map",
+                    source,
+                })
+                .map_err(stopped)?;
+            if cancel.is_cancelled() {
+                return Err(RecipeHostError::Cancelled);
+            }
+            let partial = result.map_err(|e| RecipeHostError::Recipe(format!("{label}: {e}")))?;
+            check_output(&partial)?;
+            log.extend(store.data_mut().log.drain(..).map(|l| LogLine {
+                level: l.level,
+                message: format!("{label}: {}", l.message),
+            }));
+            partials.push((label, partial));
+        }
+        let mut store = self.store(None, cancel.stop.clone())?;
+        let recipe = MultiRecipe::instantiate(&mut store, component, &self.linker)
+            .map_err(RecipeHostError::Instantiate)
+            .map_err(stopped)?;
+        let result = recipe
+            .call_reduce(&mut store, args, &partials)
+            .map_err(|source| RecipeHostError::Call {
+                call: "reduce",
+                source,
+            })
+            .map_err(stopped)?;
+        if cancel.is_cancelled() {
+            return Err(RecipeHostError::Cancelled);
+        }
+        let output = result.map_err(RecipeHostError::Recipe)?;
+        check_output(&output)?;
+        log.append(&mut store.data_mut().log);
+        Ok(RecipeOutput {
+            tables: output.tables,
+            notes: output.notes,
+            figures: output.figures,
+            log,
+        })
+    }
+}
+
+/// The labels `reduce` gets: each report's file name, or its whole path when two reports share
+/// a file name.
+fn report_labels(reports: &[PathBuf]) -> Vec<String> {
+    let names: Vec<String> = reports
+        .iter()
+        .map(|p| {
+            p.file_name().map_or_else(
+                || p.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            )
+        })
+        .collect();
+    let unique = names
+        .iter()
+        .collect::<std::collections::BTreeSet<_>>()
+        .len()
+        == names.len();
+    if unique {
+        names
+    } else {
+        reports.iter().map(|p| p.display().to_string()).collect()
     }
 }

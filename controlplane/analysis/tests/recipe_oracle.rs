@@ -13,6 +13,12 @@
 )]
 
 mod common;
+// cuda_gpu_kern_hist, gpu_time_util and gpu_gaps against their oracles.
+#[path = "oracle/timeline.rs"]
+mod timeline;
+// cuda_gpu_kern_sum --name nvtx-name against its oracle.
+#[path = "oracle/kern_nvtx_name.rs"]
+mod kern_nvtx_name;
 
 use common::{
     has_column, has_table,

@@ -191,9 +191,13 @@ fn a_job_writes_the_recipes_csv_a_notebook_and_a_page() {
         names,
         [
             "cuda_api_sum",
+            "cuda_gpu_kern_hist",
             "cuda_gpu_kern_sum",
             "cuda_gpu_mem_size_sum",
             "cuda_gpu_mem_time_sum",
+            "diff",
+            "gpu_gaps",
+            "gpu_time_util",
             "nvtx_sum",
             "osrt_sum",
             "sql"

@@ -56,6 +56,9 @@ pub enum StorageType {
 pub struct MinioSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
+    /// The S3 server image (default: the operator's MinIO image).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub persistence: Option<Persistence>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -24,7 +24,8 @@ pub enum AnalysisCommand {
     List,
     /// Describe a recipe and its arguments.
     Info { name: String },
-    /// Create a job running a recipe over a session's reports.
+    /// Create a job running a recipe over a session's reports, or run it here on local files
+    /// with --input.
     Run(RunArgs),
     /// Print the address of the Cloud UI's analysis view.
     Ui,
@@ -49,6 +50,22 @@ pub struct RunArgs {
     /// Wait for the job to finish and print its tables' files.
     #[arg(long)]
     pub wait: bool,
+    /// Run the recipe here, with no server, on this report (repeat for several; may also come
+    /// after the recipe's arguments).
+    #[arg(long, value_name = "FILE.sqlite")]
+    pub input: Vec<PathBuf>,
+    /// With --input: where to write the CSVs, notebook.ipynb and notebook.html [default: a new
+    /// ./<recipe>-<n>].
+    #[arg(long = "output", value_name = "DIR")]
+    pub output_dir: Option<PathBuf>,
+    /// With --input: the compiled recipes [default: $NSIGHT_RECIPES_DIR, else
+    /// $NSIGHT_WASM_DIR/recipes, else recipes/ next to this program].
+    #[arg(long, value_name = "DIR")]
+    pub recipes_dir: Option<PathBuf>,
+    /// With --input: the compiled-component cache [default: $NSIGHT_RECIPE_CACHE_DIR, else
+    /// ~/.cache/nsight-cloud/compiled].
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

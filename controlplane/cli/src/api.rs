@@ -16,6 +16,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use reqwest::blocking::{Client as Http, RequestBuilder};
+
+use crate::trust::{self, CaCert};
 use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE, LOCATION};
 use reqwest::redirect::Policy;
 use reqwest::StatusCode;
@@ -180,7 +182,12 @@ pub struct Client {
 impl Client {
     /// A client for `gateway`, sending `Authorization: Bearer <key>` when `api_key` is set.
     /// Redirects are not followed (they would drop the key or turn a POST into a GET).
-    pub fn new(gateway: &HttpUrl, api_key: Option<&ApiKey>) -> Result<Client, ApiError> {
+    /// `ca` is trusted for the gateway's certificate besides the built-in roots.
+    pub fn new(
+        gateway: &HttpUrl,
+        api_key: Option<&ApiKey>,
+        ca: Option<&CaCert>,
+    ) -> Result<Client, ApiError> {
         let auth = api_key
             .map(|key| {
                 let mut value = HeaderValue::from_str(&format!("Bearer {}", key.expose()))?;
@@ -189,7 +196,7 @@ impl Client {
             })
             .transpose()
             .map_err(ApiError::ApiKeyHeader)?;
-        let http = Http::builder()
+        let http = trust::with_ca(Http::builder(), ca)
             .connect_timeout(CONNECT_TIMEOUT)
             .timeout(REQUEST_TIMEOUT)
             .redirect(Policy::none())
@@ -607,7 +614,7 @@ mod tests {
     #[test]
     fn client_builds_urls_under_the_coordinator_prefix() {
         let gw = HttpUrl::parse("--gw", "https://gw.example.com:8888/").unwrap();
-        let client = Client::new(&gw, None).unwrap();
+        let client = Client::new(&gw, None, None).unwrap();
         assert_eq!(
             client.url("/start"),
             "https://gw.example.com:8888/coordinator/v1/start"

@@ -24,6 +24,8 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use reqwest::Url;
+
+use crate::trust::CaCert;
 use serde::{Deserialize, Serialize};
 
 /// The config file's name in the home directory.
@@ -272,6 +274,9 @@ pub struct Config {
     pub gateway: HttpUrl,
     #[serde(default)]
     pub auth: Auth,
+    /// A CA to trust for the gateway's certificate, besides the built-in roots (PEM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_cert: Option<CaCert>,
 }
 
 impl Config {
@@ -295,6 +300,8 @@ pub struct ConfigureRequest {
     pub authorization_endpoint: Option<String>,
     pub token_endpoint: Option<String>,
     pub scope: Option<String>,
+    /// `--ca-cert`, already read and checked.
+    pub ca_cert: Option<CaCert>,
 }
 
 impl ConfigureRequest {
@@ -358,6 +365,7 @@ impl ConfigureRequest {
             version: FORMAT_VERSION,
             gateway,
             auth,
+            ca_cert: self.ca_cert,
         })
     }
 }

@@ -27,6 +27,7 @@ use std::{
     time::Duration,
 };
 
+use crate::trust::{self, CaCert};
 use reqwest::{
     blocking::{Client as Http, Response},
     header::{CONTENT_RANGE, ETAG, RANGE},
@@ -131,8 +132,9 @@ pub fn safe_join(out: &Path, relative: &str) -> Result<PathBuf, DownloadError> {
 }
 
 /// The HTTP client for storage: no redirects, long timeout for big files, no credentials.
-pub fn storage_client() -> Result<Http, reqwest::Error> {
-    Http::builder()
+/// `ca` is trusted besides the built-in roots (the gateway's storage port shares its certificate).
+pub fn storage_client(ca: Option<&CaCert>) -> Result<Http, reqwest::Error> {
+    trust::with_ca(Http::builder(), ca)
         .connect_timeout(Duration::from_secs(10))
         .timeout(Duration::from_secs(6 * 3600))
         .redirect(reqwest::redirect::Policy::none())

@@ -5,6 +5,7 @@
 //!
 //! ```text
 //! login:   OAuth2 config ──endpoints──> device grant (print URL + code, poll)  ──> StoredToken
+//!                                    ├─> authorization code + PKCE in the browser (login_code.rs)
 //!                                    └─> client credentials ($NSIGHT_OAUTH_CLIENT_SECRET)
 //! command: StoredToken ──expires within 30 s?──> refresh_token grant, else client credentials
 //!                                                again, else "run nsight-cloud login"
@@ -43,8 +44,8 @@ pub enum LoginError {
     BadEndpoint { what: &'static str, url: String },
     #[error("the client-credentials flow needs the client secret in ${CLIENT_SECRET_ENV}")]
     NoClientSecret,
-    #[error("the browser (authorization code) login is not implemented yet; reconfigure with --oauth-flow-type device (or client-credentials for machines)")]
-    CodeFlowUnsupported,
+    #[error("browser login: {reason}")]
+    Callback { reason: String },
     #[error("the issuer refused the {grant} request: {reason}")]
     Refused { grant: &'static str, reason: String },
     #[error("the issuer's access token cannot be sent in a header: {0}")]
@@ -65,12 +66,14 @@ pub enum LoginError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoints {
     pub token: String,
+    pub authorization: Option<String>,
     pub device_authorization: Option<String>,
 }
 
 #[derive(Deserialize)]
 struct Discovery {
     token_endpoint: Option<String>,
+    authorization_endpoint: Option<String>,
     device_authorization_endpoint: Option<String>,
 }
 
@@ -93,6 +96,7 @@ pub fn endpoints(o: &OAuth2, doc: Option<&str>) -> Result<Endpoints, LoginError>
         }
         None => Discovery {
             token_endpoint: None,
+            authorization_endpoint: None,
             device_authorization_endpoint: None,
         },
     };
@@ -106,8 +110,14 @@ pub fn endpoints(o: &OAuth2, doc: Option<&str>) -> Result<Endpoints, LoginError>
             })
         }
     };
+    let authorization = o
+        .authorization_endpoint
+        .as_ref()
+        .map(|u| u.to_string())
+        .or(discovered.authorization_endpoint);
     Ok(Endpoints {
         token,
+        authorization,
         device_authorization: discovered.device_authorization_endpoint,
     })
 }
@@ -154,7 +164,8 @@ fn http() -> Result<reqwest::blocking::Client, LoginError> {
 /// Resolves the endpoints, fetching the discovery document unless the token endpoint is
 /// configured and the flow needs nothing else.
 fn resolve(o: &OAuth2, http: &reqwest::blocking::Client) -> Result<Endpoints, LoginError> {
-    if o.token_endpoint.is_some() && o.flow != OAuthFlow::Device {
+    let code_ready = o.flow != OAuthFlow::Code || o.authorization_endpoint.is_some();
+    if o.token_endpoint.is_some() && o.flow != OAuthFlow::Device && code_ready {
         return endpoints(o, None);
     }
     let url = discovery_url(o.issuer.as_str());
@@ -171,7 +182,7 @@ fn resolve(o: &OAuth2, http: &reqwest::blocking::Client) -> Result<Endpoints, Lo
     endpoints(o, Some(&text))
 }
 
-fn scopes(o: &OAuth2) -> Vec<Scope> {
+pub(crate) fn scopes(o: &OAuth2) -> Vec<Scope> {
     let default = match o.flow {
         OAuthFlow::ClientCredentials => "",
         OAuthFlow::Code | OAuthFlow::Device => "openid offline_access",
@@ -191,7 +202,7 @@ fn token_url(url: &str) -> Result<TokenUrl, LoginError> {
     })
 }
 
-fn refused<E: std::error::Error>(grant: &'static str) -> impl Fn(E) -> LoginError {
+pub(crate) fn refused<E: std::error::Error>(grant: &'static str) -> impl Fn(E) -> LoginError {
     move |e| LoginError::Refused {
         grant,
         reason: crate::api::chain(&e),
@@ -209,7 +220,13 @@ pub fn login(
     let ends = resolve(o, &http)?;
     let client = BasicClient::new(ClientId::new(o.client_id.clone()));
     match o.flow {
-        OAuthFlow::Code => Err(LoginError::CodeFlowUnsupported),
+        OAuthFlow::Code => {
+            let authorization = ends.authorization.ok_or(LoginError::MissingEndpoint {
+                what: "authorization_endpoint",
+                hint: "pass --authorization-endpoint to `configure`",
+            })?;
+            crate::login_code::login(o, &authorization, &ends.token, &http, now(), show)
+        }
         OAuthFlow::ClientCredentials => {
             let secret = client_secret
                 .filter(|s| !s.is_empty())

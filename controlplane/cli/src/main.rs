@@ -12,11 +12,14 @@
 //! configuration error, 3 the gateway could not be reached.
 
 mod analysis;
+mod analysis_local;
 mod api;
 mod config;
 mod download;
 mod login;
+mod login_code;
 mod render;
+mod trust;
 
 use std::error::Error as _;
 use std::io::{self, IsTerminal, Write};
@@ -147,6 +150,10 @@ struct ConfigureArgs {
     /// code and device, none for client-credentials].
     #[arg(long, value_name = "SCOPES", requires = "issuer")]
     scope: Option<String>,
+    /// A CA certificate (PEM) to trust for an https:// gateway, e.g. a self-signed gateway's
+    /// ca.crt or the local mode's <state>/tls/ca.crt; its text is stored in the configuration.
+    #[arg(long, value_name = "FILE")]
+    ca_cert: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -188,6 +195,7 @@ impl ConfigureArgs {
             authorization_endpoint: self.authorization_endpoint.clone(),
             token_endpoint: self.token_endpoint.clone(),
             scope: self.scope.clone(),
+            ca_cert: None,
         }
     }
 }
@@ -216,8 +224,12 @@ pub(crate) enum Failure {
     Downloads(Vec<download::DownloadError>),
     /// The storage client could not be set up.
     Http(reqwest::Error),
+    /// `configure --ca-cert` names an unusable file.
+    CaCert(trust::CaCertError),
     /// `analysis run --wait`: the job ended without succeeding (already printed).
     JobFailed,
+    /// `analysis run --input`: the local run failed (its own exit code).
+    Local(nsight_analysis::local::LocalError),
 }
 
 impl From<ConfigError> for Failure {
@@ -236,12 +248,13 @@ impl Failure {
     fn exit_code(&self) -> u8 {
         match self {
             Failure::Config(_)
+            | Failure::CaCert(_)
             | Failure::NoOAuth
             | Failure::Login(
                 login::LoginError::NotLoggedIn { .. }
                 | login::LoginError::Expired { .. }
                 | login::LoginError::NoClientSecret
-                | login::LoginError::CodeFlowUnsupported,
+                | login::LoginError::Callback { .. },
             ) => 2,
             Failure::Login(_) => 1,
             Failure::Api(e) => e.exit_code(),
@@ -249,6 +262,7 @@ impl Failure {
             | Failure::Downloads(_)
             | Failure::Http(_)
             | Failure::JobFailed => 1,
+            Failure::Local(e) => e.exit_code(),
         }
     }
 }
@@ -330,6 +344,10 @@ fn dispatch(ctx: &Ctx<'_>, command: &Command) -> Result<(), Failure> {
         Command::Ls(s) => ls(ctx, s.session),
         Command::Download(args) => download(ctx, args),
         Command::Analysis(command) => {
+            if let Some(request) = analysis_local::local_request(command) {
+                return analysis_local::run(request, ctx.output == OutputFormat::Json)
+                    .map_err(Failure::Local);
+            }
             let client = connect(ctx)?;
             let outcome = analysis::run(&client, tag, command, |given| {
                 resolve_session(ctx, &client, given)
@@ -386,7 +404,8 @@ fn download(ctx: &Ctx<'_>, args: &DownloadArgs) -> Result<(), Failure> {
     let client = connect(ctx)?;
     let session = resolve_session(ctx, &client, args.session)?;
     let listing: api::ReportListing = client.reports(session)?.parse()?;
-    let http = download::storage_client().map_err(Failure::Http)?;
+    let config = config::load(&ctx.config_path)?;
+    let http = download::storage_client(config.ca_cert.as_ref()).map_err(Failure::Http)?;
     let json = ctx.output == OutputFormat::Json;
     let progress = download::show_progress(json);
     let mut fetched = Vec::new();
@@ -422,7 +441,11 @@ fn download(ctx: &Ctx<'_>, args: &DownloadArgs) -> Result<(), Failure> {
 
 fn configure(ctx: &Ctx<'_>, args: &ConfigureArgs) -> Result<(), Failure> {
     let env_key = std::env::var("NSIGHT_API_KEY").ok();
-    let config = args.to_request(env_key).validate()?;
+    let mut request = args.to_request(env_key);
+    if let Some(path) = &args.ca_cert {
+        request.ca_cert = Some(trust::CaCert::read(path).map_err(Failure::CaCert)?);
+    }
+    let config = request.validate()?;
     config::save(&ctx.config_path, &config)?;
     match ctx.output {
         OutputFormat::Table => print_rendered(&render::configured(&ctx.config_path, &config)),
@@ -457,7 +480,11 @@ fn connect(ctx: &Ctx<'_>) -> Result<Client, Failure> {
     match &config.auth {
         Auth::OAuth2(_) => {
             let token = oauth_bearer(ctx, &config)?;
-            return Ok(Client::new(&config.gateway, Some(&token))?);
+            return Ok(Client::new(
+                &config.gateway,
+                Some(&token),
+                config.ca_cert.as_ref(),
+            )?);
         }
         Auth::ApiKey { .. } => {
             if let Some(mode) = config::file_mode(&ctx.config_path) {
@@ -472,7 +499,11 @@ fn connect(ctx: &Ctx<'_>) -> Result<Client, Failure> {
         }
         Auth::None => {}
     }
-    Ok(Client::new(&config.gateway, config.api_key())?)
+    Ok(Client::new(
+        &config.gateway,
+        config.api_key(),
+        config.ca_cert.as_ref(),
+    )?)
 }
 
 fn now_s() -> u64 {
@@ -578,11 +609,13 @@ fn fail(cli: &Cli, ctx: Option<&Ctx<'_>>, failure: &Failure) -> ExitCode {
             } else {
                 "could not be reached"
             };
-            err(&format!(
-                "error: the gateway {what} at {url}: {}\nhint: check that the gateway is running and reachable from here (for a ClusterIP service, `kubectl port-forward` it), or point the CLI at it with: nsight-cloud{config_flag} configure --gw URL",
-                // reqwest's own message repeats the URL; its causes say what went wrong.
-                source.source().map_or_else(|| api::chain(source), api::chain)
-            ));
+            // reqwest's own message repeats the URL; its causes say what went wrong.
+            let cause = source.source().map_or_else(|| api::chain(source), api::chain);
+            let hint = trust::untrusted_hint(&cause).map_or_else(
+                || format!("check that the gateway is running and reachable from here (for a ClusterIP service, `kubectl port-forward` it), or point the CLI at it with: nsight-cloud{config_flag} configure --gw URL"),
+                str::to_owned,
+            );
+            err(&format!("error: the gateway {what} at {url}: {cause}\nhint: {hint}"));
         }
         Failure::Api(e) => err(&format!("error: {}", api::chain(e))),
         Failure::NoSession { tag } => err(&format!(
@@ -598,7 +631,9 @@ fn fail(cli: &Cli, ctx: Option<&Ctx<'_>>, failure: &Failure) -> ExitCode {
             ));
         }
         Failure::Http(e) => err(&format!("error: {}", api::chain(e))),
+        Failure::CaCert(e) => err(&format!("error: {}", api::chain(e))),
         Failure::JobFailed => err("error: the analysis job did not succeed (see its reason above)"),
+        Failure::Local(e) => err(&format!("error: {e}")),
     }
     ExitCode::from(failure.exit_code())
 }

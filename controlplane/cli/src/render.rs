@@ -394,6 +394,9 @@ pub fn configured(path: &Path, config: &Config) -> Rendered {
     let mut r = Rendered::default();
     r.line(format!("Wrote {}", path.display()));
     r.line(format!("gateway: {}", config.gateway));
+    if config.ca_cert.is_some() {
+        r.line("ca-cert: stored (trusted for the gateway's certificate)");
+    }
     match &config.auth {
         Auth::None => r.line("auth: none"),
         Auth::ApiKey { .. } => r.line("apikey: set"),
@@ -439,6 +442,7 @@ pub fn configured_json(path: &Path, config: &Config) -> serde_json::Value {
         "config": path.display().to_string(),
         "gateway": config.gateway.as_str(),
         "auth": auth,
+        "caCert": config.ca_cert.is_some(),
     })
 }
 

@@ -24,6 +24,29 @@ pub struct Settings {
     pub envoy_bin: PathBuf,
     /// A storage-config.yaml for S3; `None` keeps reports in `<state>/reports`.
     pub storage_config: Option<PathBuf>,
+    /// HTTPS on the gateway and storage ports; `None` serves plain HTTP.
+    pub tls: Option<GatewayTls>,
+}
+
+/// Where the gateway's certificate comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GatewayTls {
+    /// The local certificates (`<state>/tls`, made on first start for `localhost` and
+    /// `127.0.0.1`); clients trust `<state>/tls/ca.crt`.
+    Local,
+    /// The user's own certificate chain and private key (PEM).
+    Files { cert: PathBuf, key: PathBuf },
+}
+
+/// The gateway certificate's files, as the plan resolves them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    /// The CA clients must trust (`nsight-cloud configure --ca-cert`); `None` for the user's own
+    /// certificate (issued by a CA the clients already trust, or given to them separately).
+    pub ca_cert: Option<PathBuf>,
 }
 
 /// Every port the platform uses.
@@ -82,6 +105,8 @@ pub struct Plan {
     /// What agents connect to (mutual TLS with the certificates in `tls_dir`).
     pub agent_channel: String,
     pub tls_dir: PathBuf,
+    /// The gateway's certificate when it serves HTTPS.
+    pub gateway_tls: Option<TlsFiles>,
     pub api_key_file: PathBuf,
     /// `None` when reports go to S3.
     pub reports_dir: Option<PathBuf>,
@@ -132,7 +157,31 @@ impl Plan {
             .storage_config
             .is_none()
             .then(|| s.state_dir.join("reports"));
-        let storage_url = format!("http://{h}:{}", p.storage);
+        let gateway_tls = s.tls.as_ref().map(|tls| match tls {
+            GatewayTls::Local => TlsFiles {
+                cert: tls_dir.join("tls.crt"),
+                key: tls_dir.join("tls.key"),
+                ca_cert: Some(tls_dir.join("ca.crt")),
+            },
+            GatewayTls::Files { cert, key } => TlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+                ca_cert: None,
+            },
+        });
+        let scheme = if gateway_tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        // The local certificates name `localhost`, so URLs use it rather than the loopback IP.
+        let h = match (&s.tls, s.address) {
+            (Some(GatewayTls::Local), a) if a.is_loopback() || a.is_unspecified() => {
+                "localhost".to_owned()
+            }
+            _ => h,
+        };
+        let storage_url = format!("{scheme}://{h}:{}", p.storage);
         let storage_args = match (&s.storage_config, &reports_dir) {
             (Some(config), _) => vec!["--storage-config".into(), arg(config)],
             (None, Some(dir)) => vec!["--storage-dir".into(), arg(dir)],
@@ -148,9 +197,12 @@ impl Plan {
             "--tls-dir".into(),
             arg(&tls_dir),
             "--generate-local-certs".into(),
-            "--storage-public-url".into(),
-            storage_url.clone(),
         ];
+        // Local reports are downloaded through the storage port; an S3 server configured by the
+        // user is not proxied, so its URLs are presigned for its own endpoint.
+        if reports_dir.is_some() {
+            coordinator.extend(["--storage-public-url".into(), storage_url.clone()]);
+        }
         coordinator.extend(storage_args.iter().cloned());
         let mut analysis = vec![
             "--http".into(),
@@ -178,11 +230,12 @@ impl Plan {
             },
         ];
         Plan {
-            gateway_url: format!("http://{h}:{}", p.gateway),
+            gateway_url: format!("{scheme}://{h}:{}", p.gateway),
             storage_url,
-            ui_url: format!("http://{h}:{}/", p.gateway),
+            ui_url: format!("{scheme}://{h}:{}/", p.gateway),
             agent_channel: format!("https://localhost:{}", p.coordinator_grpc),
             tls_dir,
+            gateway_tls,
             api_key_file: s.state_dir.join("api-key"),
             reports_dir,
             logs_dir,
@@ -197,7 +250,12 @@ impl Plan {
     /// The gateway: API routes behind API-key auth, the UI public, and on the storage port only
     /// the coordinator's signed-URL object path (local reports) or everything (an S3 server
     /// configured by the user is not proxied: its own endpoint serves downloads).
-    pub fn gateway_ir(&self, api_key: &str) -> Result<GatewayIr, IrError> {
+    /// `tls` is the certificate chain and key (PEM) when [`Plan::gateway_tls`] is set.
+    pub fn gateway_ir(
+        &self,
+        api_key: &str,
+        tls: Option<(&str, &str)>,
+    ) -> Result<GatewayIr, IrError> {
         let internal = |port| {
             if self.address.is_unspecified() {
                 SocketAddr::from(([127, 0, 0, 1], port))
@@ -216,6 +274,9 @@ impl Plan {
             .analysis(internal(self.ports.analysis))
             .ui(internal(self.ports.ui))
             .api_key_auth(&self.auth_filter, &[api_key]);
+        if let Some((cert_chain, key)) = tls {
+            gw = gw.tls(cert_chain, key);
+        }
         if self.reports_dir.is_some() {
             gw = gw
                 .storage(internal(self.ports.coordinator_http))
@@ -238,6 +299,7 @@ mod tests {
             ports: Ports::default(),
             wasm_dir: "/w".into(),
             bin_dir: "/b".into(),
+            tls: None,
             envoy_bin: "/e/envoy".into(),
             storage_config: None,
         }
@@ -265,7 +327,8 @@ mod tests {
         assert!(analysis.contains("--recipes-dir /w/recipes"), "{analysis}");
         assert!(analysis.contains("--storage-dir /s/reports"), "{analysis}");
 
-        let ir = plan.gateway_ir("k".repeat(32).as_str()).unwrap();
+        let ir = plan.gateway_ir("k".repeat(32).as_str(), None).unwrap();
+        assert!(ir.listeners.iter().all(|l| l.tls_secret.is_none()));
         let storage = ir
             .listeners
             .iter()
@@ -293,8 +356,52 @@ mod tests {
                 .join(" ")
                 .contains("--storage-config /etc/storage-config.yaml"));
         }
-        let ir = plan.gateway_ir(&"k".repeat(32)).unwrap();
+        assert!(
+            !plan.children[0]
+                .args
+                .join(" ")
+                .contains("--storage-public-url"),
+            "S3 URLs are presigned for the S3 endpoint, not for an unproxied port"
+        );
+        let ir = plan.gateway_ir(&"k".repeat(32), None).unwrap();
         assert!(ir.listeners.iter().all(|l| l.port != 9000));
+    }
+
+    #[test]
+    fn local_tls_serves_https_with_the_local_certificates_on_both_ports() {
+        let mut s = settings();
+        s.tls = Some(GatewayTls::Local);
+        let plan = Plan::new(&s);
+        assert_eq!(plan.gateway_url, "https://localhost:8888");
+        assert_eq!(plan.storage_url, "https://localhost:9000");
+        let tls = plan.gateway_tls.clone().unwrap();
+        assert_eq!(tls.cert, Path::new("/s/tls/tls.crt"));
+        assert_eq!(tls.ca_cert.as_deref(), Some(Path::new("/s/tls/ca.crt")));
+        assert!(plan.children[0]
+            .args
+            .join(" ")
+            .contains("--storage-public-url https://localhost:9000"));
+        let ir = plan
+            .gateway_ir(&"k".repeat(32), Some(("CERT", "KEY")))
+            .unwrap();
+        for port in [8888, 9000] {
+            let listener = ir.listeners.iter().find(|l| l.port == port).unwrap();
+            assert!(listener.tls_secret.is_some(), "port {port} serves HTTPS");
+        }
+    }
+
+    #[test]
+    fn own_certificates_keep_the_address_and_name_no_ca() {
+        let mut s = settings();
+        s.tls = Some(GatewayTls::Files {
+            cert: "/c/tls.crt".into(),
+            key: "/c/tls.key".into(),
+        });
+        let plan = Plan::new(&s);
+        assert_eq!(plan.gateway_url, "https://127.0.0.1:8888");
+        let tls = plan.gateway_tls.unwrap();
+        assert_eq!(tls.key, Path::new("/c/tls.key"));
+        assert_eq!(tls.ca_cert, None);
     }
 
     #[test]

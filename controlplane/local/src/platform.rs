@@ -19,7 +19,7 @@ use nsight_gateway::{
 use tokio::process::{Child, Command};
 
 use crate::{
-    plan::{ChildSpec, Plan, Settings, GATEWAY_NODE},
+    plan::{ChildSpec, Plan, Settings, TlsFiles, GATEWAY_NODE},
     secrets, ui_server,
 };
 
@@ -111,6 +111,27 @@ async fn spawn(spec: &ChildSpec) -> Result<Child> {
     Ok(child)
 }
 
+/// The gateway certificate chain and key (PEM), checked for the markers Envoy needs so a wrong
+/// file is named here rather than as an Envoy NACK.
+fn read_tls(files: &TlsFiles) -> Result<(String, String)> {
+    let read = |path: &Path, what: &str, marker: &str| {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the gateway's {what} {}", path.display()))?;
+        if !text.contains(marker) {
+            bail!(
+                "{} is not a PEM {what} (no `{marker}` line); give --tls-cert a certificate \
+                 chain and --tls-key its private key",
+                path.display()
+            );
+        }
+        Ok(text)
+    };
+    Ok((
+        read(&files.cert, "certificate", "-----BEGIN CERTIFICATE-----")?,
+        read(&files.key, "private key", "PRIVATE KEY-----")?,
+    ))
+}
+
 /// Starts every part and waits until the gateway answers.
 pub async fn start(settings: &Settings) -> Result<Running> {
     let plan = Plan::new(settings);
@@ -158,7 +179,16 @@ pub async fn start(settings: &Settings) -> Result<Running> {
 
     let xds_addr = SocketAddr::from(([127, 0, 0, 1], plan.ports.xds));
     let xds = XdsServer::serve(xds_addr).await?;
-    let ir = plan.gateway_ir(&api_key)?;
+    // Read after the coordinator started: it makes the local certificates on first start.
+    let tls = match &plan.gateway_tls {
+        Some(files) => Some(read_tls(files)?),
+        None => None,
+    };
+    let ir = plan.gateway_ir(
+        &api_key,
+        tls.as_ref()
+            .map(|(cert, key)| (cert.as_str(), key.as_str())),
+    )?;
     xds.set_ir(GATEWAY_NODE, &ir)?;
     let status_addr = SocketAddr::from(([127, 0, 0, 1], plan.ports.status));
     let status_listener = tokio::net::TcpListener::bind(status_addr)

@@ -5,50 +5,31 @@
 //! the webhook cannot read is admitted unchanged with a warning (profiling must never block a
 //! workload). Only a body that is not an AdmissionReview at all is refused ([`ReviewError`],
 //! HTTP 400 in the shell). Never a panic.
-
-use std::collections::BTreeMap;
+//!
+//! Side effects (a skip Event, auto-provisioning) are not done here: [`review_with_effects`]
+//! returns them as [`Effects`] for the shell, and none for a dry-run request.
 
 use base64::Engine;
 use k8s_openapi::api::core::v1::Pod;
-use nsight_api::NsightOperatorProfileConfig;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+pub use crate::world::{StaticWorld, World};
 use crate::{
-    decide::{decide, Decision},
+    decide::{decide_in, Decision},
+    events::{skip_event, SkipEvent},
     patch::patch,
     settings::Settings,
 };
 
-/// What the webhook knows about the cluster: namespace labels and profile configs. The shell
-/// provides it (a static set today; the operator's caches later).
-pub trait World: Send + Sync {
-    fn namespace_labels(&self, namespace: &str) -> BTreeMap<String, String>;
-    fn profile_configs(&self, namespace: &str) -> Vec<NsightOperatorProfileConfig>;
-}
-
-/// A fixed world, for tests and for running without the API server (`nsight-operator webhook
-/// --world FILE` reads one from JSON: `{"namespaces": {"ns": {"label": "value"}}, "configs":
-/// [NsightOperatorProfileConfig, ...]}`, each config with its `metadata.namespace`).
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct StaticWorld {
-    pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
-    pub configs: Vec<NsightOperatorProfileConfig>,
-}
-
-impl World for StaticWorld {
-    fn namespace_labels(&self, namespace: &str) -> BTreeMap<String, String> {
-        self.namespaces.get(namespace).cloned().unwrap_or_default()
-    }
-
-    fn profile_configs(&self, namespace: &str) -> Vec<NsightOperatorProfileConfig> {
-        self.configs
-            .iter()
-            .filter(|c| c.metadata.namespace.as_deref() == Some(namespace))
-            .cloned()
-            .collect()
-    }
+/// What the shell does after answering (never on a dry run): both are queued, off the
+/// request path.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Effects {
+    /// Record why the Pod was skipped.
+    pub event: Option<SkipEvent>,
+    /// A Pod was injected in this namespace (auto-provisioning).
+    pub injected_in: Option<String>,
 }
 
 /// The body is not an AdmissionReview with a request uid: nothing to answer to.
@@ -60,14 +41,17 @@ pub enum ReviewError {
     NoRequest,
 }
 
+/// `O`: the object, read as a Pod directly (one pass over the body), or as JSON when that
+/// fails (so that a Pod the webhook cannot read still gets an answer).
 #[derive(Deserialize)]
-struct ReviewIn {
-    request: Option<RequestIn>,
+#[serde(bound = "O: Deserialize<'de>")]
+struct ReviewIn<O> {
+    request: Option<RequestIn<O>>,
 }
 
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct RequestIn {
+#[serde(rename_all = "camelCase", bound = "O: Deserialize<'de>")]
+struct RequestIn<O> {
     uid: String,
     #[serde(default)]
     kind: Option<Gvk>,
@@ -75,8 +59,10 @@ struct RequestIn {
     operation: Option<String>,
     #[serde(default)]
     namespace: Option<String>,
+    #[serde(default = "none")]
+    object: Option<O>,
     #[serde(default)]
-    object: Option<Value>,
+    dry_run: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -87,51 +73,108 @@ struct Gvk {
     kind: String,
 }
 
+impl Gvk {
+    fn is_pod(&self) -> bool {
+        self.group.is_empty() && self.kind == "Pod"
+    }
+}
+
 /// Answers one AdmissionReview (the raw body) with the AdmissionReview to send back.
 pub fn review(body: &[u8], world: &dyn World, settings: &Settings) -> Result<Value, ReviewError> {
-    let input: ReviewIn = serde_json::from_slice(body).map_err(ReviewError::NotAReview)?;
-    let request = input.request.ok_or(ReviewError::NoRequest)?;
+    review_with_effects(body, world, settings).map(|(answer, _)| answer)
+}
+
+/// [`review`], and what the shell should do besides answering.
+pub fn review_with_effects(
+    body: &[u8],
+    world: &dyn World,
+    settings: &Settings,
+) -> Result<(Value, Effects), ReviewError> {
+    let request = match serde_json::from_slice::<ReviewIn<Pod>>(body) {
+        Ok(input) => input.request.ok_or(ReviewError::NoRequest)?,
+        Err(_) => {
+            let input: ReviewIn<Value> =
+                serde_json::from_slice(body).map_err(ReviewError::NotAReview)?;
+            let request = input.request.ok_or(ReviewError::NoRequest)?;
+            let RequestIn {
+                uid,
+                kind,
+                operation,
+                namespace,
+                object,
+                dry_run,
+            } = request;
+            let is_pod_create =
+                kind.as_ref().is_some_and(Gvk::is_pod) && operation.as_deref() == Some("CREATE");
+            // Only a Pod CREATE is read (below); any other object is none of our business.
+            let object = match object
+                .filter(|_| is_pod_create)
+                .map(|o| Pod::deserialize(&o))
+            {
+                Some(Err(e)) => {
+                    let response = json!({"uid": uid, "allowed": true});
+                    let answer = warn(response, &format!("could not read the Pod: {e}"));
+                    return Ok((envelope(answer), Effects::default()));
+                }
+                Some(Ok(pod)) => Some(pod),
+                None => None,
+            };
+            RequestIn {
+                uid,
+                kind,
+                operation,
+                namespace,
+                object,
+                dry_run,
+            }
+        }
+    };
     let mut response = json!({"uid": request.uid, "allowed": true});
-    let is_pod = request
-        .kind
-        .as_ref()
-        .is_some_and(|k| k.group.is_empty() && k.kind == "Pod");
+    let mut effects = Effects::default();
+    let is_pod = request.kind.as_ref().is_some_and(Gvk::is_pod);
     let is_create = request.operation.as_deref() == Some("CREATE");
     if !(is_pod && is_create) {
-        return Ok(envelope(response));
+        return Ok((envelope(response), effects));
     }
-    let pod: Pod = match request.object.map(serde_json::from_value).transpose() {
-        Ok(Some(pod)) => pod,
-        Ok(None) => return Ok(envelope(warn(response, "the request has no Pod object"))),
-        Err(e) => {
-            return Ok(envelope(warn(
-                response,
-                &format!("could not read the Pod: {e}"),
-            )))
-        }
+    let Some(mut pod) = request.object else {
+        let answer = warn(response, "the request has no Pod object");
+        return Ok((envelope(answer), effects));
     };
     let namespace = request
         .namespace
         .or_else(|| pod.metadata.namespace.clone())
         .unwrap_or_default();
-    let configs = world.profile_configs(&namespace);
-    let labels = world.namespace_labels(&namespace);
-    match decide(&pod, &labels, &configs, &settings.default_tool_config) {
+    if pod.metadata.namespace.is_none() {
+        pod.metadata.namespace = Some(namespace.clone());
+    }
+    let view = world.view(&namespace);
+    let dry_run = request.dry_run == Some(true);
+    match decide_in(&pod, None, &view, &settings.default_tool_config) {
         Decision::Inject { tool, source } => {
             let ops = patch(&pod, &tool, &source, settings);
             let bytes = serde_json::to_vec(&ops).unwrap_or_default();
             response["patchType"] = json!("JSONPatch");
             response["patch"] = json!(base64::engine::general_purpose::STANDARD.encode(bytes));
             tracing::info!(%namespace, tool = %tool.name, %source, "injecting");
+            if !dry_run {
+                effects.injected_in = Some(namespace);
+            }
         }
         Decision::Skip(reason) => {
             tracing::debug!(%namespace, %reason, "not injecting");
+            if !dry_run {
+                effects.event = skip_event(&pod, &namespace, &reason, view.namespace_configured());
+            }
             if reason.warrants_warning() {
                 response = warn(response, &reason.to_string());
             }
         }
     }
-    Ok(envelope(response))
+    Ok((envelope(response), effects))
+}
+
+fn none<O>() -> Option<O> {
+    None
 }
 
 fn warn(mut response: Value, message: &str) -> Value {

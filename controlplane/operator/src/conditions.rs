@@ -6,7 +6,7 @@
 //! its status changes, as `metav1.Condition` requires.
 
 use k8s_openapi::{
-    api::apps::v1::Deployment,
+    api::apps::v1::{DaemonSet, Deployment, StatefulSet},
     apimachinery::pkg::apis::meta::v1::{Condition, Time},
 };
 use nsight_api::{common::CONDITION_READY, NsightStatus};
@@ -74,6 +74,85 @@ pub fn ready(deployment: Option<&Deployment>) -> Cond {
             Some(_) => "DeploymentUnavailable",
         },
         message: format!("{available}/{want} replicas available"),
+    }
+}
+
+/// The `Ready` condition from a StatefulSet as the server reports it.
+pub fn ready_stateful_set(set: Option<&StatefulSet>) -> Cond {
+    let want = set
+        .and_then(|d| d.spec.as_ref())
+        .and_then(|s| s.replicas)
+        .unwrap_or(1);
+    let ready = set
+        .and_then(|d| d.status.as_ref())
+        .and_then(|s| s.ready_replicas)
+        .unwrap_or(0);
+    Cond {
+        type_: CONDITION_READY,
+        status: set.is_some() && ready >= want,
+        reason: match set {
+            None => "StatefulSetMissing",
+            Some(_) if ready >= want => "StatefulSetReady",
+            Some(_) => "StatefulSetUnavailable",
+        },
+        message: format!("{ready}/{want} replicas ready"),
+    }
+}
+
+/// The `Ready` condition from a DaemonSet: its Pods are ready on every node it was scheduled
+/// to (a DaemonSet the controller has not counted yet is not ready).
+pub fn ready_daemon_set(set: Option<&DaemonSet>) -> Cond {
+    let status = set.and_then(|d| d.status.as_ref());
+    let observed = status.and_then(|s| s.observed_generation).is_some();
+    let want = status.map_or(0, |s| s.desired_number_scheduled);
+    let ready = status.map_or(0, |s| s.number_ready);
+    let ok = observed && ready >= want;
+    Cond {
+        type_: CONDITION_READY,
+        status: ok,
+        reason: match set {
+            None => "DaemonSetMissing",
+            Some(_) if ok => "DaemonSetReady",
+            Some(_) => "DaemonSetUnavailable",
+        },
+        message: format!("{ready}/{want} nodes ready"),
+    }
+}
+
+/// A condition set from outside the workloads (a checked Secret, a referenced resource).
+pub fn cond(type_: &'static str, status: bool, reason: &'static str, message: String) -> Cond {
+    Cond {
+        type_,
+        status,
+        reason,
+        message,
+    }
+}
+
+/// The status after a successful apply of `objects` objects, with `Ready` (and any other
+/// conditions) computed by the caller.
+pub fn applied_with(
+    previous: Option<&NsightStatus>,
+    objects: usize,
+    extra: &[Cond],
+    generation: Option<i64>,
+    now: &Time,
+) -> NsightStatus {
+    let mut new = vec![Cond {
+        type_: CONDITION_RECONCILED,
+        status: true,
+        reason: "Applied",
+        message: format!("{objects} objects applied"),
+    }];
+    new.extend(extra.iter().cloned());
+    NsightStatus {
+        conditions: merge(
+            previous.map_or(&[][..], |s| &s.conditions),
+            &new,
+            generation,
+            now,
+        ),
+        observed_generation: generation,
     }
 }
 
@@ -197,5 +276,44 @@ mod tests {
         let c = ready(None);
         assert!(!c.status);
         assert_eq!(c.reason, "DeploymentMissing");
+    }
+
+    #[test]
+    fn stateful_set_and_daemon_set_readiness() {
+        use k8s_openapi::api::apps::v1::{DaemonSetStatus, StatefulSetSpec, StatefulSetStatus};
+        let set = |ready| StatefulSet {
+            spec: Some(StatefulSetSpec {
+                replicas: Some(1),
+                ..StatefulSetSpec::default()
+            }),
+            status: Some(StatefulSetStatus {
+                ready_replicas: Some(ready),
+                ..StatefulSetStatus::default()
+            }),
+            ..StatefulSet::default()
+        };
+        assert_eq!(ready_stateful_set(None).reason, "StatefulSetMissing");
+        let c = ready_stateful_set(Some(&set(0)));
+        assert_eq!((c.status, c.reason), (false, "StatefulSetUnavailable"));
+        let c = ready_stateful_set(Some(&set(1)));
+        assert_eq!((c.status, c.reason), (true, "StatefulSetReady"));
+
+        let ds = |observed: Option<i64>, want, ready| DaemonSet {
+            status: Some(DaemonSetStatus {
+                observed_generation: observed,
+                desired_number_scheduled: want,
+                number_ready: ready,
+                ..DaemonSetStatus::default()
+            }),
+            ..DaemonSet::default()
+        };
+        // Not yet counted by the DaemonSet controller: not ready, even with 0/0.
+        let c = ready_daemon_set(Some(&ds(None, 0, 0)));
+        assert_eq!((c.status, c.reason), (false, "DaemonSetUnavailable"));
+        let c = ready_daemon_set(Some(&ds(Some(1), 3, 2)));
+        assert_eq!((c.status, c.message.as_str()), (false, "2/3 nodes ready"));
+        let c = ready_daemon_set(Some(&ds(Some(1), 3, 3)));
+        assert_eq!((c.status, c.reason), (true, "DaemonSetReady"));
+        assert_eq!(ready_daemon_set(None).reason, "DaemonSetMissing");
     }
 }

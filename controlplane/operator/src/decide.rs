@@ -9,6 +9,9 @@
 //! otherwise ─> Skip(NotSelected)
 //! ```
 //!
+//! The configs are the namespace's (by name), then the cluster-wide ones (by name); the
+//! first rule that matches wins, and the label fallback takes the first tool config found.
+//!
 //! Pure: no I/O, no clock. A rule's `celExpression` is evaluated with the Pod as `object`
 //! (`cel`); one that fails to evaluate does not match, and the reason says why.
 
@@ -19,7 +22,9 @@ use nsight_api::{
     NsightOperatorProfileConfig, NsightToolConfig, PROFILE_LABEL, PROFILE_LABEL_ENABLED,
 };
 
-use crate::{cel, selector, INJECTED_ANNOTATION, TOOLS_INIT_CONTAINER};
+use serde_json::Value;
+
+use crate::{cel, selector, world::View, INJECTED_ANNOTATION, TOOLS_INIT_CONTAINER};
 
 /// What the webhook does with a Pod.
 #[derive(Clone, Debug, PartialEq)]
@@ -71,17 +76,57 @@ impl fmt::Display for SkipReason {
                 "injection rule {rule} names tool config {tool}, which does not exist"
             ),
             Self::CelFailed { rule, error } => {
-                write!(f, "not selected; the celExpression of injection rule {rule} {error}")
+                write!(
+                    f,
+                    "not selected; the celExpression of injection rule {rule} {error}"
+                )
             }
         }
     }
 }
 
-/// Decides for `pod`. `configs` are the profile configs of the Pod's namespace.
+/// Decides for `pod`. `configs` are the profile configs of the Pod's namespace (any order:
+/// they are taken by name).
 pub fn decide(
     pod: &Pod,
     namespace_labels: &BTreeMap<String, String>,
     configs: &[NsightOperatorProfileConfig],
+    default_tool: &NsightToolConfig,
+) -> Decision {
+    let mut sorted: Vec<&NsightOperatorProfileConfig> = configs.iter().collect();
+    sorted.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    decide_ordered(
+        pod,
+        None,
+        namespace_labels,
+        sorted.iter().map(|c| (false, *c)),
+        default_tool,
+    )
+}
+
+/// Decides for `pod` over a [`View`] of its namespace: the namespace's configs, then the
+/// cluster-wide ones. `pod_json`, when the caller has the Pod as JSON already, is what CEL
+/// rules see (otherwise the Pod is serialized when a CEL rule is reached).
+pub fn decide_in(
+    pod: &Pod,
+    pod_json: Option<&Value>,
+    view: &View,
+    default_tool: &NsightToolConfig,
+) -> Decision {
+    let configs = view
+        .configs
+        .iter()
+        .map(|c| (false, &**c))
+        .chain(view.cluster.iter().map(|c| (true, &**c)));
+    decide_ordered(pod, pod_json, &view.labels, configs, default_tool)
+}
+
+/// The decision over configs in precedence order, each flagged cluster-wide or not.
+fn decide_ordered<'a>(
+    pod: &Pod,
+    pod_json: Option<&Value>,
+    namespace_labels: &BTreeMap<String, String>,
+    configs: impl Iterator<Item = (bool, &'a NsightOperatorProfileConfig)> + Clone,
     default_tool: &NsightToolConfig,
 ) -> Decision {
     let empty = BTreeMap::new();
@@ -92,18 +137,21 @@ pub fn decide(
     if labels.get(PROFILE_LABEL).is_some_and(|v| v == "disabled") {
         return Decision::Skip(SkipReason::OptedOut);
     }
-    let mut configs: Vec<&NsightOperatorProfileConfig> = configs.iter().collect();
-    configs.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     let mut cel_failure = None;
-    let pod_json = serde_json::to_value(pod).unwrap_or_default();
-    for config in &configs {
-        let config_name = config.metadata.name.as_deref().unwrap_or_default();
+    // Serialized only when a CEL rule needs it and the caller has no JSON.
+    let mut serialized: Option<Value> = None;
+    for (cluster, config) in configs.clone() {
         for rule in &config.spec.injection_rules {
             if !selectors_match(rule, labels, namespace_labels) {
                 continue;
             }
             if let Some(expression) = &rule.cel_expression {
-                match cel::evaluate(expression, &pod_json) {
+                let object = match pod_json {
+                    Some(v) => v,
+                    None => serialized
+                        .get_or_insert_with(|| serde_json::to_value(pod).unwrap_or_default()),
+                };
+                match cel::evaluate(expression, object) {
                     Ok(true) => {}
                     Ok(false) => continue,
                     Err(e) => {
@@ -120,7 +168,7 @@ pub fn decide(
             return match found {
                 Some(tool) => Decision::Inject {
                     tool: tool.clone(),
-                    source: format!("profile config {config_name}, rule {}", rule.name),
+                    source: format!("{}, rule {}", describe(cluster, config), rule.name),
                 },
                 None => Decision::Skip(SkipReason::UnknownToolConfig {
                     rule: rule.name.clone(),
@@ -136,14 +184,14 @@ pub fn decide(
     if enabled(labels) || enabled(namespace_labels) {
         let by = if enabled(labels) { "pod" } else { "namespace" };
         let first = configs
-            .iter()
-            .find_map(|c| Some((c, c.spec.nsight_tool_configs.first()?)));
+            .clone()
+            .find_map(|(cluster, c)| Some((cluster, c, c.spec.nsight_tool_configs.first()?)));
         return match first {
-            Some((config, tool)) => Decision::Inject {
+            Some((cluster, config, tool)) => Decision::Inject {
                 tool: tool.clone(),
                 source: format!(
-                    "{by} label {PROFILE_LABEL}={PROFILE_LABEL_ENABLED}, profile config {}",
-                    config.metadata.name.as_deref().unwrap_or_default()
+                    "{by} label {PROFILE_LABEL}={PROFILE_LABEL_ENABLED}, {}",
+                    describe(cluster, config)
                 ),
             },
             None => Decision::Inject {
@@ -157,6 +205,17 @@ pub fn decide(
     match cel_failure {
         Some((rule, error)) => Decision::Skip(SkipReason::CelFailed { rule, error }),
         None => Decision::Skip(SkipReason::NotSelected),
+    }
+}
+
+/// `profile config NAME`, or `cluster-wide profile config NAMESPACE/NAME`.
+fn describe(cluster: bool, config: &NsightOperatorProfileConfig) -> String {
+    let name = config.metadata.name.as_deref().unwrap_or_default();
+    if cluster {
+        let namespace = config.metadata.namespace.as_deref().unwrap_or_default();
+        format!("cluster-wide profile config {namespace}/{name}")
+    } else {
+        format!("profile config {name}")
     }
 }
 

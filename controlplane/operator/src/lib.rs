@@ -18,14 +18,18 @@ pub mod cel;
 pub mod conditions;
 pub mod controller;
 pub mod decide;
+pub mod events;
 pub mod leader;
 pub mod manager;
 pub mod metrics;
 pub mod patch;
+pub mod provision;
 pub mod render;
 pub mod selector;
 pub mod server;
 pub mod settings;
+pub mod world;
+pub mod xds;
 
 /// Marker annotation on injected Pods; its value is the tool config's name.
 pub const INJECTED_ANNOTATION: &str = "nvidia.com/nsight-injected";

@@ -6,12 +6,16 @@ use std::{path::PathBuf, sync::Arc};
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use nsight_operator::{
-    admission::StaticWorld,
+    admission::{StaticWorld, World},
+    events::EventSink,
     leader::Elector,
     manager::{self, Health},
+    provision::Provisioner,
     render::RenderSettings,
-    server::{self, Webhook},
-    settings::Settings,
+    server::{self, Shell, Webhook},
+    settings::{MachineConfig, Settings},
+    world::KubeWorld,
+    xds::translate::XdsSettings,
 };
 
 #[derive(Parser)]
@@ -44,11 +48,39 @@ enum Command {
         coordinator_url: Option<String>,
         #[arg(long, default_value = "default")]
         tag: String,
-        /// A fixed world (namespace labels and NsightOperatorProfileConfigs) as JSON, instead
-        /// of none: see `admission::StaticWorld`.
+        /// A fixed world (namespace labels and NsightOperatorProfileConfigs) as JSON instead of
+        /// the API server's: see `world::StaticWorld`. Without it the webhook watches the
+        /// cluster (in-cluster or KUBECONFIG), records skip Events and may auto-provision.
         #[arg(long)]
         world: Option<PathBuf>,
+        #[command(flatten)]
+        cluster: WebhookClusterArgs,
     },
+}
+
+/// The webhook's use of the API server (ignored with `--world`).
+#[derive(clap::Args)]
+struct WebhookClusterArgs {
+    /// Namespace whose NsightOperatorProfileConfigs apply to Pods of every namespace (the
+    /// cluster-wide rules) [default: none].
+    #[arg(long, env = "NSIGHT_CLUSTER_CONFIG_NAMESPACE")]
+    cluster_config_namespace: Option<String>,
+    /// Multi-tenant: the first Pod injected in a namespace creates its NsightCloudStorageConfig,
+    /// NsightCoordinator, NsightOtelCollector, OTLPProxyConfig, NsightAnalysis and NsightGateway
+    /// (each kind only when the namespace has none).
+    #[arg(long)]
+    auto_provision: bool,
+    /// Seconds to wait for the caches before listening anyway (then `/readyz` says 503).
+    #[arg(long, default_value_t = 30)]
+    sync_timeout_secs: u64,
+}
+
+/// `--machine-config`: a setting, or `null` for none.
+#[derive(Clone, Debug)]
+struct MachineArg(Option<Box<MachineConfig>>);
+
+fn parse_machine_config(text: &str) -> Result<MachineArg, String> {
+    MachineConfig::parse_setting(text).map(|c| MachineArg(c.map(Box::new)))
 }
 
 #[derive(clap::Args)]
@@ -72,6 +104,30 @@ struct ManagerArgs {
     xds_host: String,
     #[arg(long, default_value_t = RenderSettings::default().xds_port)]
     xds_port: u16,
+    /// Where the manager serves ADS to gateways [default: 0.0.0.0:<xds-port>].
+    #[arg(long)]
+    xds_listen: Option<std::net::SocketAddr>,
+    /// The auth filter's `.wasm` path inside the gateway's Envoy container.
+    #[arg(long, env = "NSIGHT_AUTH_WASM_PATH", default_value_os_t = XdsSettings::default().wasm_path)]
+    auth_wasm_path: PathBuf,
+    /// DNS suffix of Services, for the gateway's upstreams.
+    #[arg(long, default_value_t = XdsSettings::default().cluster_domain)]
+    cluster_domain: String,
+    /// The cluster-wide node setting (chart value `machineConfig`) as JSON: the
+    /// `kernel.perf_event_paranoid` value the operator writes on every node with one
+    /// DaemonSet, `{"perfEventParanoid": 2, "image"?, "nodeSelector"?, "tolerations"?}`, or
+    /// `null` for none (the DaemonSet is deleted; the cluster manages the value out of band).
+    #[arg(
+        long,
+        env = "NSIGHT_MACHINE_CONFIG",
+        default_value = r#"{"perfEventParanoid":2}"#,
+        value_parser = parse_machine_config
+    )]
+    machine_config: MachineArg,
+    /// Namespace of the perf_event_paranoid DaemonSet (the operator's) [default: the watched
+    /// namespace, else `nsight-operator`].
+    #[arg(long, env = "POD_NAMESPACE")]
+    operator_namespace: Option<String>,
     /// Run the controllers only while holding the leader Lease.
     #[arg(long)]
     leader_elect: bool,
@@ -117,6 +173,13 @@ async fn run_manager(args: ManagerArgs) -> Result<()> {
         elector.retry = std::time::Duration::from_secs(args.lease_retry_secs);
         elector
     });
+    let machine = manager::MachineSetting {
+        machine_config: args.machine_config.0.map(|c| *c),
+        namespace: args
+            .operator_namespace
+            .or_else(|| args.namespace.clone())
+            .unwrap_or_else(|| "nsight-operator".into()),
+    };
     let config = manager::Config {
         settings: RenderSettings {
             image_repository: args.image_repository,
@@ -127,10 +190,61 @@ async fn run_manager(args: ManagerArgs) -> Result<()> {
         },
         namespace: args.namespace,
     };
-    manager::run(client, config, health, elector)
+    let xds_listen = args
+        .xds_listen
+        .unwrap_or_else(|| ([0, 0, 0, 0], args.xds_port).into());
+    let xds = nsight_gateway::server::XdsServer::serve(xds_listen)
         .await
-        .context("stopping: another replica takes over")?;
+        .with_context(|| format!("cannot serve xDS on {xds_listen}"))?;
+    tracing::info!(addr = %xds.local_addr(), "xDS (ADS) listening for gateways");
+    let xds_settings = XdsSettings {
+        wasm_path: args.auth_wasm_path,
+        cluster_domain: args.cluster_domain,
+        ..XdsSettings::default()
+    };
+    manager::run_with_machine(
+        client,
+        config,
+        health,
+        elector,
+        Some((Arc::new(xds), xds_settings)),
+        Some(machine),
+    )
+    .await
+    .context("stopping: another replica takes over")?;
     Ok(())
+}
+
+/// The webhook's World from the API server, its skip Events and (when asked) provisioning;
+/// waits up to `--sync-timeout-secs` for the caches.
+async fn cluster_world(args: WebhookClusterArgs) -> Result<(Arc<dyn World>, Shell)> {
+    let client = kube::Client::try_default().await.context(
+        "no Kubernetes client configuration (in-cluster or KUBECONFIG); pass --world FILE to run without the API server",
+    )?;
+    let (world, watch) = KubeWorld::start(client.clone(), args.cluster_config_namespace);
+    tokio::spawn(watch);
+    let (events, publish) = EventSink::start(client.clone());
+    tokio::spawn(publish);
+    let provisioner = args.auto_provision.then(|| {
+        let (provisioner, work) = Provisioner::start(client);
+        tokio::spawn(work);
+        provisioner
+    });
+    let deadline =
+        std::time::Instant::now() + std::time::Duration::from_secs(args.sync_timeout_secs);
+    while !world.synced() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    if !world.synced() {
+        tracing::warn!("the webhook's caches are not synced yet; serving (readyz says 503)");
+    }
+    let ready = world.clone();
+    let shell = Shell {
+        events: Some(events),
+        provisioner,
+        ready: Some(Arc::new(move || ready.synced())),
+    };
+    Ok((Arc::new(world), shell))
 }
 
 #[tokio::main]
@@ -142,30 +256,42 @@ async fn main() -> Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    let (listen, cert, key, agent_image, coordinator_url, tag, world) = match Cli::parse().command {
-        Command::Manager(args) => return run_manager(args).await,
-        Command::Webhook {
-            listen,
-            cert,
-            key,
-            agent_image,
-            coordinator_url,
-            tag,
-            world,
-        } => (listen, cert, key, agent_image, coordinator_url, tag, world),
-    };
-    let world = match world {
+    let (listen, cert, key, agent_image, coordinator_url, tag, world, cluster) =
+        match Cli::parse().command {
+            Command::Manager(args) => return run_manager(args).await,
+            Command::Webhook {
+                listen,
+                cert,
+                key,
+                agent_image,
+                coordinator_url,
+                tag,
+                world,
+                cluster,
+            } => (
+                listen,
+                cert,
+                key,
+                agent_image,
+                coordinator_url,
+                tag,
+                world,
+                cluster,
+            ),
+        };
+    let (world, shell): (Arc<dyn World>, Shell) = match world {
+        None => cluster_world(cluster).await?,
         Some(path) => {
             let text = std::fs::read(&path)
                 .with_context(|| format!("cannot read the world file {}", path.display()))?;
-            serde_json::from_slice::<StaticWorld>(&text).with_context(|| {
+            let world = serde_json::from_slice::<StaticWorld>(&text).with_context(|| {
                 format!(
                     "{} is not a world: {{\"namespaces\": {{ns: {{labels}}}}, \"configs\": [NsightOperatorProfileConfig]}}",
                     path.display()
                 )
-            })?
+            })?;
+            (Arc::new(world), Shell::default())
         }
-        None => StaticWorld::default(),
     };
     let mut settings = Settings {
         coordinator_url,
@@ -181,9 +307,9 @@ async fn main() -> Result<()> {
         .with_context(|| format!("cannot listen on {listen}"))?;
     tracing::info!(addr = %listener.local_addr()?, "injector webhook listening");
     let webhook = Webhook {
-        world: Arc::new(world),
+        world,
         settings: Arc::new(settings),
     };
-    server::serve(listener, Arc::new(tls), server::router(webhook)).await?;
+    server::serve(listener, Arc::new(tls), server::router_with(webhook, shell)).await?;
     Ok(())
 }

@@ -12,8 +12,8 @@
 //! Pure: the same Pod, tool config and settings always give the same patch.
 
 use k8s_openapi::api::core::v1::{
-    Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, ObjectFieldSelector, Pod, Volume,
-    VolumeMount,
+    Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, ObjectFieldSelector, Pod, PodSpec,
+    Volume, VolumeMount,
 };
 use nsight_api::NsightToolConfig;
 use serde::Serialize;
@@ -24,13 +24,18 @@ use crate::{settings::Settings, INJECTED_ANNOTATION, REASON_ANNOTATION, TOOLS_IN
 /// Name of the shared emptyDir volume.
 pub const TOOLS_VOLUME: &str = "nsight-tools";
 
+/// In `Settings::coordinator_url`, replaced by the Pod's namespace.
+pub const NAMESPACE_PLACEHOLDER: &str = "{namespace}";
+
 /// The files the init container copies.
 pub const TOOL_FILES: [&str; 3] = ["nsight-agent", "libnsight_hook.so", "libnsight_nvtx.so"];
 
 /// The patch operations injecting `pod` with `tool`.
 pub fn patch(pod: &Pod, tool: &NsightToolConfig, source: &str, settings: &Settings) -> Vec<Value> {
     let mut ops = Vec::new();
-    let spec = pod.spec.clone().unwrap_or_default();
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+    let no_spec = PodSpec::default();
+    let spec = pod.spec.as_ref().unwrap_or(&no_spec);
 
     let mut volumes = vec![Volume {
         name: TOOLS_VOLUME.into(),
@@ -83,7 +88,7 @@ pub fn patch(pod: &Pod, tool: &NsightToolConfig, source: &str, settings: &Settin
             })),
             _ => env.push(plain("LD_PRELOAD", &hook)),
         }
-        env.extend(agent_env(container, tool, settings));
+        env.extend(agent_env(container, namespace, tool, settings));
         append_all(
             &mut ops,
             &format!("{base}/env"),
@@ -112,7 +117,12 @@ pub fn patch(pod: &Pod, tool: &NsightToolConfig, source: &str, settings: &Settin
 }
 
 /// The environment the hook and the agent read (names from docs/agent.md).
-fn agent_env(container: &Container, tool: &NsightToolConfig, settings: &Settings) -> Vec<EnvVar> {
+fn agent_env(
+    container: &Container,
+    namespace: &str,
+    tool: &NsightToolConfig,
+    settings: &Settings,
+) -> Vec<EnvVar> {
     let dir = &settings.tools_dir;
     let mut env = vec![
         plain("NSIGHT_AGENT_BIN", &format!("{dir}/nsight-agent")),
@@ -135,7 +145,11 @@ fn agent_env(container: &Container, tool: &NsightToolConfig, settings: &Settings
     };
     env.push(plain("NSIGHT_AGENT_MODE", mode));
     if let (true, Some(url)) = (tool.coordinator_mode(), &settings.coordinator_url) {
-        env.push(plain("NSIGHT_COORDINATOR_URL", url));
+        // Multi-tenant: `{namespace}` names the Pod's namespace (its own coordinator).
+        env.push(plain(
+            "NSIGHT_COORDINATOR_URL",
+            &url.replace(NAMESPACE_PLACEHOLDER, namespace),
+        ));
     }
     env.push(plain("NSIGHT_TAG", &settings.tag));
     if let Some(args) = &tool.nsight_tool_args {

@@ -1,5 +1,7 @@
-//! The webhook's HTTPS shell: axum routes (`POST /mutate`, `GET /healthz`) over rustls with a
-//! certificate and key read from PEM files. All decisions happen in `admission::review`.
+//! The webhook's HTTPS shell: axum routes (`POST /mutate`, `GET /healthz`, `GET /readyz`) over
+//! rustls with a certificate and key read from PEM files. All decisions happen in
+//! `admission::review_with_effects`; the shell answers first and then hands its side effects
+//! (skip Events, auto-provisioning) to their queues ([`Shell`]), which never wait.
 
 use std::{io, net::SocketAddr, path::Path, sync::Arc};
 
@@ -27,7 +29,9 @@ use tokio_rustls::{
 };
 
 use crate::{
-    admission::{review, World},
+    admission::{review_with_effects, Effects, World},
+    events::EventSink,
+    provision::Provisioner,
     settings::Settings,
 };
 
@@ -44,6 +48,47 @@ impl std::fmt::Debug for Webhook {
             .field("settings", &self.settings)
             .finish()
     }
+}
+
+/// The webhook's side effects and readiness; all optional (none: no Events, no provisioning,
+/// always ready).
+#[derive(Clone, Default)]
+pub struct Shell {
+    pub events: Option<EventSink>,
+    pub provisioner: Option<Provisioner>,
+    /// `GET /readyz` answers 200 when this says so (the World's caches are synced).
+    pub ready: Option<Arc<dyn Fn() -> bool + Send + Sync>>,
+}
+
+impl std::fmt::Debug for Shell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shell")
+            .field("events", &self.events.is_some())
+            .field("provisioner", &self.provisioner.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Shell {
+    /// Queues what a review asked for.
+    fn apply(&self, effects: Effects) {
+        if let (Some(sink), Some(event)) = (&self.events, effects.event) {
+            sink.emit(event);
+        }
+        if let (Some(provisioner), Some(namespace)) = (&self.provisioner, effects.injected_in) {
+            provisioner.request(&namespace);
+        }
+    }
+
+    fn is_ready(&self) -> bool {
+        self.ready.as_ref().is_none_or(|ready| ready())
+    }
+}
+
+#[derive(Clone)]
+struct AppState {
+    webhook: Webhook,
+    shell: Shell,
 }
 
 /// Loading the serving certificate failed.
@@ -88,16 +133,40 @@ pub fn tls_config(cert: &Path, key: &Path) -> Result<ServerConfig, TlsError> {
     Ok(config)
 }
 
+/// The routes, without side effects (always ready).
 pub fn router(webhook: Webhook) -> Router {
+    router_with(webhook, Shell::default())
+}
+
+/// The routes with `shell`'s side effects and readiness.
+pub fn router_with(webhook: Webhook, shell: Shell) -> Router {
     Router::new()
         .route("/mutate", post(mutate))
         .route("/healthz", get(|| async { "ok" }))
-        .with_state(webhook)
+        .route("/readyz", get(readyz))
+        .with_state(AppState { webhook, shell })
 }
 
-async fn mutate(State(webhook): State<Webhook>, body: Bytes) -> Response {
-    match review(&body, webhook.world.as_ref(), &webhook.settings) {
-        Ok(answer) => Json(answer).into_response(),
+async fn readyz(State(state): State<AppState>) -> Response {
+    if state.shell.is_ready() {
+        (StatusCode::OK, "ok").into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the profile config and namespace caches are not synced yet",
+        )
+            .into_response()
+    }
+}
+
+async fn mutate(State(state): State<AppState>, body: Bytes) -> Response {
+    let webhook = &state.webhook;
+    match review_with_effects(&body, webhook.world.as_ref(), &webhook.settings) {
+        Ok((answer, effects)) => {
+            let response = Json(answer).into_response();
+            state.shell.apply(effects);
+            response
+        }
         Err(e) => {
             tracing::warn!(error = %e, "refused a malformed admission request");
             (StatusCode::BAD_REQUEST, e.to_string()).into_response()
@@ -115,6 +184,10 @@ pub async fn serve(
     let acceptor = TlsAcceptor::from(tls);
     loop {
         let (tcp, peer) = listener.accept().await?;
+        // Answers are one small write each: do not let Nagle hold them back.
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
+        }
         let acceptor = acceptor.clone();
         let router = router.clone();
         tokio::spawn(async move { connection(acceptor, tcp, peer, router).await });

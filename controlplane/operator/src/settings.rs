@@ -13,7 +13,9 @@ pub struct Settings {
     pub source_dir: String,
     /// Mount point of the shared emptyDir in every container.
     pub tools_dir: String,
-    /// The coordinator the agents register with (coordinator mode).
+    /// The coordinator the agents register with (coordinator mode); `{namespace}` in it is
+    /// replaced by the Pod's namespace (multi-tenant: each namespace has its coordinator, e.g.
+    /// `http://nsight-operator-coordinator.{namespace}.svc:8080`).
     pub coordinator_url: Option<String>,
     /// The profiling tag (default `default`).
     pub tag: String,
@@ -34,6 +36,64 @@ impl Default for Settings {
                 injection_include_patterns: vec![".*".into()],
                 ..NsightToolConfig::default()
             },
+        }
+    }
+}
+
+/// The cluster-wide node setting of the manager (chart value `machineConfig`, flag
+/// `--machine-config`): `kernel.perf_event_paranoid` is one value per node, not per namespace
+/// or profile config, so the operator writes it with ONE DaemonSet in its own namespace.
+/// `null` (no setting): no DaemonSet, the cluster manages the value out of band.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MachineConfig {
+    /// The value written to `/proc/sys/kernel/perf_event_paranoid` (-1..=4, default 2).
+    #[serde(default = "MachineConfig::default_perf_event_paranoid")]
+    pub perf_event_paranoid: i32,
+    /// The image of the init container that writes it (it needs `sh`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// Only nodes with these labels (default: every node).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub node_selector: std::collections::BTreeMap<String, String>,
+    /// Taints the DaemonSet's Pods tolerate (e.g. GPU nodes' `nvidia.com/gpu`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<k8s_openapi::api::core::v1::Toleration>,
+}
+
+impl MachineConfig {
+    /// The documented default of the operator.
+    pub const DEFAULT_PERF_EVENT_PARANOID: i32 = 2;
+
+    fn default_perf_event_paranoid() -> i32 {
+        Self::DEFAULT_PERF_EVENT_PARANOID
+    }
+
+    /// Parses the `--machine-config` value: a JSON object, or `null` for none.
+    pub fn parse_setting(text: &str) -> Result<Option<Self>, String> {
+        let config: Option<Self> = serde_json::from_str(text).map_err(|e| {
+            format!(
+                "--machine-config must be JSON: null, or {{\"perfEventParanoid\": -1..4, \
+                 \"image\"?, \"nodeSelector\"?, \"tolerations\"?}} ({e})"
+            )
+        })?;
+        match config {
+            Some(c) if !(-1..=4).contains(&c.perf_event_paranoid) => Err(format!(
+                "--machine-config: perfEventParanoid {} is out of range (-1..4)",
+                c.perf_event_paranoid
+            )),
+            config => Ok(config),
+        }
+    }
+}
+
+impl Default for MachineConfig {
+    fn default() -> Self {
+        Self {
+            perf_event_paranoid: Self::DEFAULT_PERF_EVENT_PARANOID,
+            image: None,
+            node_selector: Default::default(),
+            tolerations: Vec::new(),
         }
     }
 }

@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Pod;
 use nsight_api::NsightOperatorProfileConfig;
 use nsight_operator::{
-    admission::{review, ReviewError, StaticWorld},
-    decide::{decide, Decision, SkipReason},
+    admission::{review, review_with_effects, ReviewError, StaticWorld},
+    decide::{decide, decide_in, Decision, SkipReason},
     settings::Settings,
 };
 use serde_json::{json, Value};
@@ -234,4 +234,109 @@ fn malformed_reviews_never_panic() {
         "operation": "UPDATE", "object": {}}});
     let a = answer(&serde_json::to_vec(&update).unwrap()).unwrap();
     assert_eq!(a["response"], json!({"uid": "u2", "allowed": true}));
+}
+
+/// A world with `team` (its own config) and cluster-wide rules in `nsight-operator`.
+fn world() -> StaticWorld {
+    serde_json::from_value(json!({
+        "namespaces": {"team": {"tier": "gpu"}},
+        "clusterNamespace": "nsight-operator",
+        "configs": [
+            {"metadata": {"name": "team-rules", "namespace": "team"},
+             "spec": {"nsightToolConfigs": [{"name": "team-tool"}],
+                      "injectionRules": [{"name": "gpu", "nsightToolConfig": "team-tool",
+                          "labelSelector": {"matchLabels": {"app": "trainer"}},
+                          "namespaceSelector": {"matchLabels": {"tier": "gpu"}}}]}},
+            {"metadata": {"name": "global", "namespace": "nsight-operator"},
+             "spec": {"nsightToolConfigs": [{"name": "cluster-tool"}],
+                      "injectionRules": [{"name": "any-trainer", "nsightToolConfig": "cluster-tool",
+                          "labelSelector": {"matchLabels": {"app": "trainer"}}}]}}
+        ]
+    }))
+    .unwrap()
+}
+
+#[test]
+fn namespace_rules_come_before_cluster_wide_rules() {
+    use nsight_operator::world::World;
+    let world = world();
+    let trainer = pod(json!({"app": "trainer"}));
+    let d = decide_in(&trainer, None, &world.view("team"), &default_tool());
+    assert_eq!(tool_name(&d), "team-tool");
+    // Another namespace: only the cluster-wide rule applies.
+    let d = decide_in(&trainer, None, &world.view("other"), &default_tool());
+    let Decision::Inject { tool, source } = d else {
+        panic!("{d:?}")
+    };
+    assert_eq!(tool.name, "cluster-tool");
+    assert_eq!(
+        source,
+        "cluster-wide profile config nsight-operator/global, rule any-trainer"
+    );
+    // A labelled Pod with no rule of its own namespace takes the first cluster-wide tool.
+    let labelled = pod(json!({"nvidia-nsight-profile": "enabled"}));
+    let d = decide_in(&labelled, None, &world.view("other"), &default_tool());
+    assert_eq!(tool_name(&d), "cluster-tool");
+}
+
+fn pod_review(namespace: &str, labels: Value, dry_run: bool) -> Vec<u8> {
+    serde_json::to_vec(
+        &json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": "u", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "operation": "CREATE", "namespace": namespace, "dryRun": dry_run,
+            "object": {"metadata": {"name": "p", "labels": labels},
+                       "spec": {"containers": [{"name": "main", "image": "python"}]}}}}),
+    )
+    .unwrap()
+}
+
+#[test]
+fn effects_are_asked_for_real_requests_only() {
+    let world = world();
+    let settings = Settings::default();
+    let (answer, effects) = review_with_effects(
+        &pod_review("team", json!({"app": "trainer"}), false),
+        &world,
+        &settings,
+    )
+    .unwrap();
+    assert_eq!(answer["response"]["patchType"], "JSONPatch");
+    assert_eq!(effects.injected_in.as_deref(), Some("team"));
+    assert!(effects.event.is_none());
+    // Not selected in a namespace with configs of its own: an Event regarding the Pod.
+    let (_, effects) = review_with_effects(
+        &pod_review("team", json!({"app": "web"}), false),
+        &world,
+        &settings,
+    )
+    .unwrap();
+    let event = effects.event.unwrap();
+    assert_eq!(event.reason, "NotSelected");
+    assert_eq!(event.regarding.name.as_deref(), Some("p"));
+    assert_eq!(event.regarding.namespace.as_deref(), Some("team"));
+    // ... and none in a namespace nobody configured.
+    let (_, effects) = review_with_effects(
+        &pod_review("other", json!({"app": "web"}), false),
+        &world,
+        &settings,
+    )
+    .unwrap();
+    assert_eq!(effects, Default::default());
+    // A dry run: the same answers, no side effects.
+    for labels in [
+        json!({"app": "trainer"}),
+        json!({"nvidia-nsight-profile": "disabled"}),
+    ] {
+        let (_, effects) =
+            review_with_effects(&pod_review("team", labels, true), &world, &settings).unwrap();
+        assert_eq!(effects, Default::default());
+    }
+}
+
+#[test]
+fn an_unreadable_object_of_an_update_is_not_read() {
+    let update = json!({"request": {"uid": "u3", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "operation": "UPDATE", "object": {"spec": {"containers": "oops"}}}});
+    let a = answer(&serde_json::to_vec(&update).unwrap()).unwrap();
+    assert_eq!(a["response"], json!({"uid": "u3", "allowed": true}));
 }

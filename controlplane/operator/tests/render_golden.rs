@@ -184,6 +184,7 @@ fn commands_are_the_binaries_the_local_platform_runs() {
         bin_dir: "/b".into(),
         envoy_bin: "/e/envoy".into(),
         storage_config: None,
+        tls: None,
     });
     let shipped: Vec<&str> = local.children.iter().map(|c| c.name).collect();
     assert!(shipped.contains(&coordinator::BINARY), "{shipped:?}");

@@ -1,6 +1,7 @@
 //! IR listener -> Envoy `Listener`: one filter chain with the HTTP connection manager (routes
-//! over RDS on the same ADS stream), the auth filter before the router, and TLS from an SDS
-//! secret when the listener has one. Bodies stream: no buffering filter is ever added.
+//! over RDS on the same ADS stream), the auth filter then the tenant routing filter before the
+//! router, and TLS from an SDS secret when the listener has one. Bodies stream: no buffering
+//! filter is ever added.
 
 use xds_api::pb::envoy::{
     config::listener::v3::{filter, Filter, FilterChain, Listener as XdsListener},
@@ -22,6 +23,7 @@ use crate::{
 pub(super) fn listener(l: &Listener) -> Resource {
     let routes = route_config_name(&l.name);
     let mut http_filters: Vec<HttpFilter> = l.auth.iter().map(wasm::auth_http_filter).collect();
+    http_filters.extend(l.routing.iter().map(wasm::routing_http_filter));
     http_filters.push(HttpFilter {
         name: "envoy.filters.http.router".into(),
         config_type: Some(http_filter::ConfigType::TypedConfig(

@@ -1,17 +1,19 @@
 //! A listener's routes -> Envoy `RouteConfiguration`: one virtual host, prefix matches in IR
-//! order, per-route timeout (none for streaming routes), prefix rewrite and safe retries.
+//! order, per-route timeout (none for streaming routes), prefix rewrite and safe retries; on a
+//! tenant-routed listener, first the `cluster_header` routes the routing filter feeds.
 
 use xds_api::pb::{
     envoy::config::route::v3::{
-        route::Action, route_action::ClusterSpecifier, route_match::PathSpecifier, FilterConfig,
-        RetryPolicy, Route as XdsRoute, RouteAction, RouteConfiguration, RouteMatch, VirtualHost,
+        header_matcher::HeaderMatchSpecifier, route::Action, route_action::ClusterSpecifier,
+        route_match::PathSpecifier, FilterConfig, HeaderMatcher, RetryPolicy, Route as XdsRoute,
+        RouteAction, RouteConfiguration, RouteMatch, VirtualHost,
     },
     google::protobuf::UInt32Value,
 };
 
 use super::{duration, route_config_name, wasm};
 use crate::{
-    ir::{Listener, Retry, Route},
+    ir::{Listener, Retry, Route, TenantRouting},
     resources::{any, Resource, ResourceType},
 };
 
@@ -23,9 +25,19 @@ pub(super) fn route_configuration(l: &Listener) -> Resource {
             name: l.name.clone(),
             domains: vec!["*".into()],
             routes: l
-                .routes
+                .routing
                 .iter()
-                .map(|r| route(r, l.auth.is_some()))
+                .flat_map(tenant_routes)
+                .chain(l.routes.iter().map(|r| {
+                    let mut route = route(r, l.auth.is_some());
+                    if l.routing.is_some() {
+                        // The routing filter only acts on the tenant routes.
+                        route
+                            .typed_per_filter_config
+                            .insert(wasm::ROUTING_FILTER_NAME.to_string(), disabled());
+                    }
+                    route
+                }))
                 .collect(),
             ..Default::default()
         }],
@@ -34,7 +46,9 @@ pub(super) fn route_configuration(l: &Listener) -> Resource {
     let refs = l
         .routes
         .iter()
-        .map(|r| (ResourceType::Cluster, r.upstream.clone()))
+        .map(|r| r.upstream.clone())
+        .chain(l.routing.iter().flat_map(|t| t.upstreams.iter().cloned()))
+        .map(|u| (ResourceType::Cluster, u))
         .collect();
     Resource::new(&name, &config, refs)
 }
@@ -56,14 +70,7 @@ fn route(r: &Route, has_auth: bool) -> XdsRoute {
         }),
         typed_per_filter_config: if r.public && has_auth {
             // Disables the auth filter (by its HTTP filter name) on this route only.
-            [(
-                wasm::FILTER_NAME.to_string(),
-                any(&FilterConfig {
-                    disabled: true,
-                    ..Default::default()
-                }),
-            )]
-            .into()
+            [(wasm::FILTER_NAME.to_string(), disabled())].into()
         } else {
             Default::default()
         },
@@ -77,4 +84,56 @@ fn route(r: &Route, has_auth: bool) -> XdsRoute {
         })),
         ..Default::default()
     }
+}
+
+/// The per-route configuration that turns an HTTP filter off.
+fn disabled() -> xds_api::pb::google::protobuf::Any {
+    any(&FilterConfig {
+        disabled: true,
+        ..Default::default()
+    })
+}
+
+/// The two routes of a tenant-routed listener, placed before the others: requests the routing
+/// filter has routed (cluster header present, prefix already stripped) go to the cluster the
+/// header names; requests under the tenant prefix match the second route, so the filter runs
+/// on them (and always answers or sets the header). Envoy re-matches after the filter changes
+/// the headers.
+fn tenant_routes(t: &TenantRouting) -> [XdsRoute; 2] {
+    let action = || {
+        Some(Action::Route(RouteAction {
+            cluster_specifier: Some(ClusterSpecifier::ClusterHeader(t.cluster_header.clone())),
+            timeout: Some(duration(std::time::Duration::from_secs(60))),
+            retry_policy: Some(RetryPolicy {
+                retry_on: "connect-failure,refused-stream".into(),
+                num_retries: Some(UInt32Value { value: 2 }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }))
+    };
+    let routed = XdsRoute {
+        name: "tenant-routed".into(),
+        r#match: Some(RouteMatch {
+            path_specifier: Some(PathSpecifier::Prefix("/".into())),
+            headers: vec![HeaderMatcher {
+                name: t.cluster_header.clone(),
+                header_match_specifier: Some(HeaderMatchSpecifier::PresentMatch(true)),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        action: action(),
+        ..Default::default()
+    };
+    let by_prefix = XdsRoute {
+        name: t.path_prefix.clone(),
+        r#match: Some(RouteMatch {
+            path_specifier: Some(PathSpecifier::Prefix(t.path_prefix.clone())),
+            ..Default::default()
+        }),
+        action: action(),
+        ..Default::default()
+    };
+    [routed, by_prefix]
 }

@@ -1,4 +1,5 @@
-//! The proxy-wasm HTTP filter (`envoy.filters.http.wasm`) carrying our auth filter.
+//! The proxy-wasm HTTP filters (`envoy.filters.http.wasm`) carrying our auth filter and our
+//! tenant routing filter.
 //!
 //! xds-api does not include Envoy's Wasm extension protos, so the three messages needed are
 //! declared here with `prost` (field numbers from `envoy/extensions/wasm/v3/wasm.proto` and
@@ -13,7 +14,10 @@ use xds_api::pb::{
     google::protobuf::{Any, StringValue},
 };
 
-use crate::{ir::AuthFilter, resources::any};
+use crate::{
+    ir::{AuthFilter, TenantRouting},
+    resources::any,
+};
 
 /// The V8 runtime, the one Envoy's release builds ship.
 pub const RUNTIME_V8: &str = "envoy.wasm.runtime.v8";
@@ -98,6 +102,41 @@ pub fn auth_http_filter(auth: &AuthFilter) -> HttpFilter {
     };
     HttpFilter {
         name: FILTER_NAME.into(),
+        config_type: Some(http_filter::ConfigType::TypedConfig(any(&wasm))),
+        ..Default::default()
+    }
+}
+
+/// The HTTP filter name of our tenant routing filter (distinct from the auth filter's, so each
+/// can be disabled per route on its own).
+pub const ROUTING_FILTER_NAME: &str = "nsight.filters.http.routing";
+
+/// The HTTP filter running our tenant routing plugin (its own VM) with its routing table.
+pub fn routing_http_filter(routing: &TenantRouting) -> HttpFilter {
+    let wasm = Wasm {
+        config: Some(PluginConfig {
+            name: "nsight_routing".into(),
+            root_id: String::new(),
+            vm_config: Some(VmConfig {
+                vm_id: "nsight_routing".into(),
+                runtime: RUNTIME_V8.into(),
+                code: Some(AsyncDataSource {
+                    specifier: Some(async_data_source::Specifier::Local(DataSource {
+                        specifier: Some(data_source::Specifier::Filename(
+                            routing.wasm_path.display().to_string(),
+                        )),
+                        ..Default::default()
+                    })),
+                }),
+            }),
+            configuration: Some(any(&StringValue {
+                value: routing.config_json.clone(),
+            })),
+            failure_policy: FAIL_CLOSED,
+        }),
+    };
+    HttpFilter {
+        name: ROUTING_FILTER_NAME.into(),
         config_type: Some(http_filter::ConfigType::TypedConfig(any(&wasm))),
         ..Default::default()
     }

@@ -11,7 +11,10 @@
 
 use serde::Deserialize;
 
-use crate::jwt::{JwtConfig, JwtConfigError, RawJwtConfig};
+use crate::{
+    jwt::{JwtConfig, JwtConfigError, RawJwtConfig},
+    oauth::config::{Oauth2Config, RawOauth2Config},
+};
 
 /// Shortest API key accepted: a shorter one is guessable.
 pub const MIN_API_KEY_LEN: usize = 16;
@@ -26,6 +29,11 @@ enum RawConfig {
     },
     Jwt {
         jwt: RawJwtConfig,
+        #[serde(default)]
+        api_keys: Vec<String>,
+    },
+    Oauth2 {
+        oauth2: RawOauth2Config,
         #[serde(default)]
         api_keys: Vec<String>,
     },
@@ -44,6 +52,13 @@ pub enum AuthConfig {
         jwt: Box<JwtConfig>,
         api_keys: Vec<String>,
     },
+    /// Browsers sign in at the issuer (code flow) and hold a session cookie; bearer tokens
+    /// are verified against the issuer's JWKS (found by discovery); API keys, when listed,
+    /// are accepted too. See `oauth`.
+    Oauth2 {
+        oauth2: Box<Oauth2Config>,
+        api_keys: Vec<String>,
+    },
 }
 
 impl std::fmt::Debug for AuthConfig {
@@ -54,6 +69,13 @@ impl std::fmt::Debug for AuthConfig {
             Self::ApiKey { api_keys } => write!(f, "ApiKey {{ {} key(s) }}", api_keys.len()),
             Self::Jwt { jwt, api_keys } => {
                 write!(f, "{jwt:?}")?;
+                if !api_keys.is_empty() {
+                    write!(f, " or ApiKey {{ {} key(s) }}", api_keys.len())?;
+                }
+                Ok(())
+            }
+            Self::Oauth2 { oauth2, api_keys } => {
+                write!(f, "{oauth2:?}")?;
                 if !api_keys.is_empty() {
                     write!(f, " or ApiKey {{ {} key(s) }}", api_keys.len())?;
                 }
@@ -73,6 +95,8 @@ pub enum ConfigError {
     ApiKeyTooShort(usize),
     /// The `jwt` member was refused.
     Jwt(JwtConfigError),
+    /// The `oauth2` member was refused.
+    Oauth2(String),
 }
 
 impl std::fmt::Display for ConfigError {
@@ -85,6 +109,7 @@ impl std::fmt::Display for ConfigError {
                 "api key #{i} is shorter than {MIN_API_KEY_LEN} characters; use a random key"
             ),
             Self::Jwt(e) => write!(f, "jwt configuration is not valid: {e}"),
+            Self::Oauth2(e) => write!(f, "oauth2 configuration is not valid: {e}"),
         }
     }
 }
@@ -120,6 +145,14 @@ impl AuthConfig {
                 let jwt = JwtConfig::from_raw(jwt).map_err(ConfigError::Jwt)?;
                 Ok(Self::Jwt {
                     jwt: Box::new(jwt),
+                    api_keys,
+                })
+            }
+            RawConfig::Oauth2 { oauth2, api_keys } => {
+                check_api_keys(&api_keys)?;
+                let oauth2 = Oauth2Config::from_raw(oauth2).map_err(ConfigError::Oauth2)?;
+                Ok(Self::Oauth2 {
+                    oauth2: Box::new(oauth2),
                     api_keys,
                 })
             }

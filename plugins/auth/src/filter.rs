@@ -2,6 +2,7 @@
 //! fetch the issuer's JWKS (remote mode) with `dispatch_http_call`: from the root context on a
 //! 1 s tick (first load, TTL refresh), from a request context when a token names an unknown
 //! kid (that request waits for the answer, then is decided again).
+//! The OAuth2 mode's glue (discovery, code exchange, refresh, cookies) is in `oidc_glue`.
 //! Never panics: a panic would abort the Wasm VM for every request on the worker. So it calls
 //! `proxy_wasm::hostcalls` (which return `Result`) rather than the trait helpers that unwrap,
 //! and reads header values as bytes (a non-UTF-8 value must not abort the VM).
@@ -21,6 +22,8 @@ use crate::{
     remote::{JwksCache, RemoteJwks, MAX_JWKS_BYTES},
 };
 
+mod oidc_glue;
+
 /// Header set on forwarded requests: who the gateway authenticated.
 const IDENTITY_HEADER: &str = "x-nsight-auth-identity";
 
@@ -33,6 +36,7 @@ proxy_wasm::main! {{
         Box::new(AuthRoot {
             config: Rc::new(AuthConfig::Unauthenticated),
             cache: Cache::default(),
+            oidc: None,
         })
     });
 }}
@@ -40,6 +44,8 @@ proxy_wasm::main! {{
 struct AuthRoot {
     config: Rc<AuthConfig>,
     cache: Cache,
+    /// OAuth2 mode: discovery and sessions.
+    oidc: Option<Rc<oidc_glue::OidcShared>>,
 }
 
 /// The remote JWKS settings of a configuration, if it fetches its keys.
@@ -130,11 +136,15 @@ fn finish_fetch(remote: &RemoteJwks, cache: &Cache, num_headers: usize, body_siz
 impl Context for AuthRoot {
     fn on_http_call_response(
         &mut self,
-        _token_id: u32,
+        token_id: u32,
         num_headers: usize,
         body_size: usize,
         _num_trailers: usize,
     ) {
+        if let Some(oidc) = &self.oidc {
+            oidc_glue::root_response(oidc, &self.cache, token_id, num_headers, body_size);
+            return;
+        }
         if let Some(remote) = remote(&self.config) {
             finish_fetch(remote, &self.cache, num_headers, body_size);
         }
@@ -153,7 +163,14 @@ impl RootContext for AuthRoot {
                 self.config = Rc::new(config);
                 // New configuration, new keys: never verify with another issuer's cache.
                 self.cache = Cache::default();
-                if remote(&self.config).is_some()
+                self.oidc = match &*self.config {
+                    AuthConfig::Oauth2 { oauth2, api_keys } => Some(oidc_glue::OidcShared::new(
+                        (**oauth2).clone(),
+                        api_keys.clone(),
+                    )),
+                    _ => None,
+                };
+                if (remote(&self.config).is_some() || self.oidc.is_some())
                     && hostcalls::set_tick_period(Duration::from_secs(1)).is_err()
                 {
                     log::error("nsight auth filter: cannot set the JWKS refresh timer");
@@ -171,6 +188,10 @@ impl RootContext for AuthRoot {
     }
 
     fn on_tick(&mut self) {
+        if let (Some(oidc), Some(now)) = (&self.oidc, now_s()) {
+            oidc_glue::tick(oidc, &self.cache, now);
+            return;
+        }
         let (Some(remote), Some(now)) = (remote(&self.config), now_s()) else {
             return;
         };
@@ -184,10 +205,15 @@ impl RootContext for AuthRoot {
     }
 
     fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
+        let bearer = self.oidc.as_ref().and_then(|o| o.bearer());
         Some(Box::new(AuthRequest {
-            config: Rc::clone(&self.config),
+            config: bearer.unwrap_or_else(|| Rc::clone(&self.config)),
             cache: Rc::clone(&self.cache),
             waiting: None,
+            oidc: self
+                .oidc
+                .as_ref()
+                .map(|o| oidc_glue::OidcRequest::new(Rc::clone(o))),
         }))
     }
 
@@ -201,6 +227,8 @@ struct AuthRequest {
     cache: Cache,
     /// Paused for a JWKS refresh: the request's `Authorization` and the refusal if it fails.
     waiting: Option<(Option<String>, Denial)>,
+    /// OAuth2 mode: the sign-in state of this request.
+    oidc: Option<oidc_glue::OidcRequest>,
 }
 
 impl AuthRequest {
@@ -280,6 +308,14 @@ impl Context for AuthRequest {
         body_size: usize,
         _num_trailers: usize,
     ) {
+        if self
+            .oidc
+            .as_ref()
+            .is_some_and(oidc_glue::OidcRequest::waiting)
+        {
+            oidc_glue::on_call_response(self, num_headers, body_size);
+            return;
+        }
         let Some((authorization, denial)) = self.waiting.take() else {
             return;
         };
@@ -307,6 +343,9 @@ impl HttpContext for AuthRequest {
         if hostcalls::set_map_value(MapType::HttpRequestHeaders, IDENTITY_HEADER, None).is_err() {
             return fail("could not remove the client's identity header");
         }
+        if self.oidc.is_some() {
+            return oidc_glue::on_request_headers(self);
+        }
         let authorization =
             hostcalls::get_map_value_bytes(MapType::HttpRequestHeaders, "authorization")
                 .ok()
@@ -317,6 +356,13 @@ impl HttpContext for AuthRequest {
         };
         let decision = self.decide(authorization.as_deref(), now);
         self.act(decision, authorization, now, true)
+    }
+
+    fn on_http_response_headers(&mut self, _headers: usize, _end_of_stream: bool) -> Action {
+        if self.oidc.is_some() {
+            oidc_glue::on_response_headers(self);
+        }
+        Action::Continue
     }
 }
 

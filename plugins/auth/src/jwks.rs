@@ -26,6 +26,9 @@ pub struct VerifyKey {
     pub kid: Option<String>,
     pub alg: Algorithm,
     pub key: DecodingKey,
+    /// SHA-256 of the key's public material (`kty`, `crv`, `n`, `e`, `x`, `y`) and `alg`: binds
+    /// a cached verification (`jwt::verified`) to this exact key.
+    pub fingerprint: [u8; 32],
 }
 
 impl std::fmt::Debug for VerifyKey {
@@ -170,7 +173,28 @@ fn parse_key(jwk: &RawJwk) -> Result<VerifyKey, String> {
         kid: jwk.kid.clone(),
         alg,
         key,
+        fingerprint: fingerprint(jwk, alg),
     })
+}
+
+/// SHA-256 over the public members, each length-prefixed (absent: a distinct marker).
+fn fingerprint(jwk: &RawJwk, alg: Algorithm) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    let members = [&jwk.crv, &jwk.n, &jwk.e, &jwk.x, &jwk.y];
+    for value in [Some(jwk.kty.as_str()), Some(alg_name(alg))]
+        .into_iter()
+        .chain(members.iter().map(|m| m.as_deref()))
+    {
+        match value {
+            Some(v) => {
+                h.update((v.len() as u64).to_le_bytes());
+                h.update(v.as_bytes());
+            }
+            None => h.update(u64::MAX.to_le_bytes()),
+        }
+    }
+    h.finalize().into()
 }
 
 fn member<'a>(value: &'a Option<String>, name: &str) -> Result<&'a str, String> {

@@ -5,8 +5,10 @@
 //! token ──header (unverified)──> alg allowed? kid known? ──key──> signature (jsonwebtoken,
 //!        RustCrypto) ──claims (verified)──> exp / nbf (± skew) ──> iss ──> aud ──> sub
 //! ```
-//! Nothing from the payload is looked at before the signature verifies. Errors are written for
-//! the person holding the token and never contain key material or the token.
+//! Nothing from the payload is looked at before the signature verifies. A token that verified
+//! is remembered (`verified`: by digest, with its dates re-checked on every use) so the next
+//! request with it skips the signature check. Errors are written for the person holding the
+//! token and never contain key material or the token.
 
 use std::collections::BTreeSet;
 
@@ -18,6 +20,8 @@ use crate::{
     jwks::{alg_name, parse_jwks, JwksError, VerifyKey},
     remote::{RawRemoteJwks, RemoteJwks},
 };
+
+pub mod verified;
 
 /// Largest clock skew that may be configured, in seconds.
 pub const MAX_CLOCK_SKEW_S: u64 = 300;
@@ -163,6 +167,16 @@ impl JwtConfig {
                 key: alg_name(key.alg),
             });
         }
+        let cache_key = verified::cache_key(
+            token,
+            &key.fingerprint,
+            &self.issuer,
+            &self.audiences,
+            self.clock_skew_s,
+        );
+        if let Some(sub) = verified::lookup(&cache_key, now, self.clock_skew_s) {
+            return Ok(sub);
+        }
         let mut validation = Validation::new(alg);
         // Claims are checked below with our clock and our messages; jsonwebtoken checks only the
         // header's algorithm and the signature.
@@ -177,7 +191,20 @@ impl JwtConfig {
                     _ => TokenError::Malformed,
                 }
             })?;
-        self.check_claims(&data.claims, now)
+        let sub = self.check_claims(&data.claims, now)?;
+        // check_claims accepted both dates; they parse again the same way.
+        if let (Ok(Some(exp)), Ok(nbf)) = (
+            numeric_date(data.claims.exp.as_ref(), "exp"),
+            numeric_date(data.claims.nbf.as_ref(), "nbf"),
+        ) {
+            let verdict = verified::Verdict {
+                sub: sub.clone(),
+                exp,
+                nbf,
+            };
+            verified::remember(cache_key, verdict, now, self.clock_skew_s);
+        }
+        Ok(sub)
     }
 
     fn check_claims(&self, claims: &Claims, now: u64) -> Result<String, TokenError> {

@@ -7,6 +7,8 @@
 //!                                  decide() (policy.rs, plain Rust, tested on the host)
 //!                                        │   └─ JWT: jwt.rs (claims) + jwks.rs (trusted keys)
 //!                                        │        keys inline, or fetched: remote.rs (cache)
+//!                                        ├─ OAuth2: oauth/ (discovery, code flow with PKCE,
+//!                                        │   signed session cookie; glue in filter/oidc_glue.rs)
 //!                                        │ Decision
 //!                                        v
 //!                       resume the request, or answer 401 with a reason
@@ -17,6 +19,7 @@
 pub mod config;
 pub mod jwks;
 pub mod jwt;
+pub mod oauth;
 pub mod policy;
 pub mod remote;
 

@@ -99,6 +99,15 @@ pub fn decide_with(
         }
         AuthConfig::ApiKey { api_keys } => (api_keys.as_slice(), None),
         AuthConfig::Jwt { jwt, api_keys } => (api_keys.as_slice(), Some(jwt)),
+        // Bearer tokens are checked against the issuer's keys once discovery found them: the
+        // glue then decides with `oauth::flow::bearer_config`; before that, nothing passes.
+        AuthConfig::Oauth2 { .. } => {
+            return Decision::Unavailable {
+                reason: "the gateway has not loaded the issuer's OpenID configuration yet; \
+                         retry in a few seconds"
+                    .into(),
+            }
+        }
     };
     let Some(value) = authorization else {
         return deny(

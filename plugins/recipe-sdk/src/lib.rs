@@ -14,14 +14,19 @@
 //! generates them and converts at the edge with [`wit_glue!`].
 
 mod args;
+pub mod enclosing;
 mod filter;
 mod glue;
+pub mod gpu;
+mod histogram;
 pub mod memops;
 mod names;
+mod numbers;
 pub mod nvtx;
 mod report;
 mod stats;
 mod summary;
+pub mod svg;
 mod value;
 
 pub use args::{Args, TimeUnit};
@@ -29,7 +34,9 @@ pub use filter::{
     parse_filter_nvtx, parse_filter_time, time_window, NvtxFilter, Window, FILTER_ARGS,
     STATS_ARGUMENTS,
 };
+pub use histogram::{histogram, Bin};
 pub use names::{string_values, strip_api_version};
+pub use numbers::{count_arg, number_arg, time_value};
 pub use report::{Report, Schema};
 pub use stats::{percent, round_half_away, Stats};
 pub use summary::{

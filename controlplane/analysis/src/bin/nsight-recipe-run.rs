@@ -3,8 +3,10 @@
 //! and peak RSS on stderr. Used by `cargo xtask bench recipes` and for trying a recipe by hand:
 //!
 //! ```text
-//! nsight-recipe-run [--repeat N] [--fuel F] COMPONENT.wasm REPORT.sqlite [--name value]...
+//! nsight-recipe-run [--repeat N] [--fuel F] [--cache-dir DIR] COMPONENT.wasm REPORT.sqlite [--name value]...
 //! ```
+//! With `--cache-dir` the compiled component is kept in (and loaded from) that directory, as
+//! the CLI's local form does; stderr then says `load_source disk` when it came from there.
 //! With `--repeat N` the component is compiled once and run N times (as the service does:
 //! compiled at start, a fresh sandbox per run); stderr gets `compile_ms`, one `run_ms` per run
 //! and `peak_rss_kib`.
@@ -12,21 +14,22 @@
 use std::{io::Write as _, path::PathBuf, process::ExitCode, time::Instant};
 
 use anyhow::{bail, Context, Result};
-use nsight_analysis::{table_to_csv, Limits, RecipeHost};
+use nsight_analysis::{table_to_csv, Limits, LoadSource, RecipeHost};
 
-const USAGE: &str = "usage: nsight-recipe-run [--repeat N] [--fuel F] COMPONENT.wasm \
-                     REPORT.sqlite [--name value]...";
+const USAGE: &str = "usage: nsight-recipe-run [--repeat N] [--fuel F] [--cache-dir DIR] \
+                     COMPONENT.wasm REPORT.sqlite [--name value]...";
 
 struct Cli {
     repeat: u32,
     fuel: Option<u64>,
+    cache_dir: Option<PathBuf>,
     component: PathBuf,
     report: PathBuf,
     args: Vec<(String, String)>,
 }
 
 fn parse(mut argv: impl Iterator<Item = String>) -> Result<Cli> {
-    let (mut repeat, mut fuel) = (1u32, None);
+    let (mut repeat, mut fuel, mut cache_dir) = (1u32, None, None);
     let mut positional = Vec::new();
     let mut args = Vec::new();
     while let Some(a) = argv.next() {
@@ -40,6 +43,9 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Cli> {
             }
             "--fuel" if positional.is_empty() => {
                 fuel = Some(value("--fuel")?.parse().context("--fuel: a number")?);
+            }
+            "--cache-dir" if positional.is_empty() => {
+                cache_dir = Some(PathBuf::from(value("--cache-dir")?));
             }
             "-h" | "--help" => bail!("{USAGE}"),
             flag if flag.starts_with("--") && positional.len() == 2 => {
@@ -59,6 +65,7 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Cli> {
     Ok(Cli {
         repeat: repeat.max(1),
         fuel,
+        cache_dir,
         component,
         report,
         args,
@@ -82,11 +89,20 @@ fn run(cli: &Cli) -> Result<()> {
     if let Some(f) = cli.fuel {
         limits.fuel = f;
     }
-    let host = RecipeHost::new(limits)?;
+    let host = match &cli.cache_dir {
+        Some(dir) => RecipeHost::with_cache_dir(limits, dir)?,
+        None => RecipeHost::new(limits)?,
+    };
     let t = Instant::now();
-    let component = host.load(&cli.component)?;
+    let (component, source) = host.load_traced(&cli.component)?;
     let mut err = std::io::stderr().lock();
     writeln!(err, "compile_ms {:.1}", t.elapsed().as_secs_f64() * 1e3)?;
+    let source = match source {
+        LoadSource::Memory | LoadSource::Disk => "disk".to_owned(),
+        LoadSource::Compiled => "compiled".to_owned(),
+        LoadSource::Recompiled(why) => format!("recompiled ({why})"),
+    };
+    writeln!(err, "load_source {source}")?;
     let mut last = None;
     for _ in 0..cli.repeat {
         let t = Instant::now();

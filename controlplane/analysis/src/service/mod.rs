@@ -90,7 +90,13 @@ pub enum ServeError {
 
 /// Loads the recipes and the records, restarts queued jobs, binds and serves.
 pub async fn serve(config: ServiceConfig) -> Result<Running, ServeError> {
-    let host = RecipeHost::new(config.limits).map_err(ServeError::Host)?;
+    // With a state directory, compiled components are kept in <state-dir>/compiled, so a
+    // restart loads them instead of compiling again.
+    let host = match &config.state_dir {
+        Some(dir) => RecipeHost::with_cache_dir(config.limits, &dir.join("compiled")),
+        None => RecipeHost::new(config.limits),
+    }
+    .map_err(ServeError::Host)?;
     let dir = config.recipes_dir.clone();
     // Compiling components takes a while: off the runtime.
     let (host, catalog, warnings) = tokio::task::spawn_blocking(move || {

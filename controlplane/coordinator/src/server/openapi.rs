@@ -102,7 +102,8 @@ fn schemas() -> Value {
             "size": { "type": "integer", "format": "int64" }, "lastModified": { "type": "string", "format": "date-time", "nullable": true },
             "path": { "type": "string", "description": "relative download path: <directory>/<collection>/<file>" },
             "flatPath": { "type": "string", "description": "relative path with --flat" },
-            "url": { "type": "string", "nullable": true }, "urlExpiresInS": { "type": "integer" } } },
+            "url": { "type": "string", "nullable": true }, "urlExpiresInS": { "type": "integer" },
+            "sha256": { "type": "string", "description": "hex SHA-256 recorded at upload; absent when the store keeps none" } } },
         "SessionSummary": { "type": "object", "properties": {
             "id": { "type": "string", "format": "uuid" }, "tag": { "type": "string" }, "title": { "type": "string", "nullable": true },
             "state": { "type": "string", "enum": ["open", "ended"] }, "createdAt": ms, "endedAt": ms_or_null, "collections": { "type": "integer" } } },

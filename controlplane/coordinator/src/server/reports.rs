@@ -4,7 +4,7 @@
 //! e.g. the gateway's storage proxy on 9000), or, for a local directory store, URLs signed by this
 //! process and served by [`nsight_storage::object_server`] on the REST port.
 
-use std::{path::Path, sync::Arc, time::Duration};
+use std::{collections::HashMap, path::Path, sync::Arc, time::Duration};
 
 use axum::Router;
 use nsight_storage::{
@@ -14,6 +14,7 @@ use nsight_storage::{
 };
 use serde::Serialize;
 use time::OffsetDateTime;
+use tokio::task::JoinSet;
 
 use super::problem::Problem;
 use crate::state::{Millis, Session};
@@ -67,6 +68,11 @@ pub struct ReportEntry {
     /// A GET anyone holding it can make until `url_expires_in_s` passes.
     pub url: Option<String>,
     pub url_expires_in_s: u64,
+    /// Hex SHA-256 of the report as the store recorded it at upload (S3 user metadata or a
+    /// whole-object checksum); absent when the store keeps none (the local store). `download`
+    /// verifies against it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
 }
 
 /// A session's reports.
@@ -156,6 +162,8 @@ impl Reports {
         })?;
         let tree = layout::plan_download(&listing, std::slice::from_ref(&meta), false);
         let flat = layout::plan_download(&listing, std::slice::from_ref(&meta), true);
+        let keys: Vec<String> = tree.items.iter().map(|i| i.key.clone()).collect();
+        let mut digests = stored_digests(&self.store, keys).await;
         let mut reports = Vec::with_capacity(tree.items.len());
         let mut url_error = None;
         for (item, flat_item) in tree.items.iter().zip(&flat.items) {
@@ -182,6 +190,7 @@ impl Reports {
                 flat_path: flat_item.path.display().to_string(),
                 url,
                 url_expires_in_s: URL_LIFETIME.as_secs(),
+                sha256: digests.remove(&item.key),
             });
         }
         Ok(ReportListing {
@@ -191,6 +200,42 @@ impl Reports {
             reports,
             url_error,
         })
+    }
+}
+
+/// How many HEAD requests a listing has in flight at once.
+const HEADS_IN_FLIGHT: usize = 8;
+
+/// The stored SHA-256 of each key that has one, from a HEAD per object (a listing carries no
+/// user metadata). A failed HEAD only leaves that digest out: the download then verifies what
+/// the object itself says, or the size.
+async fn stored_digests(store: &Arc<Store>, keys: Vec<String>) -> HashMap<String, String> {
+    let mut digests = HashMap::new();
+    let mut pending = keys.into_iter();
+    let mut heads = JoinSet::new();
+    loop {
+        while heads.len() < HEADS_IN_FLIGHT {
+            let Some(key) = pending.next() else { break };
+            let store = store.clone();
+            heads.spawn(async move {
+                let head = store.head(&key).await;
+                (key, head)
+            });
+        }
+        let Some(done) = heads.join_next().await else {
+            return digests;
+        };
+        match done {
+            Ok((key, Ok(info))) => {
+                if let Some(sha256) = info.sha256 {
+                    digests.insert(key, sha256);
+                }
+            }
+            Ok((key, Err(e))) => {
+                tracing::debug!(%key, error = %e.chain(), "no stored digest");
+            }
+            Err(e) => tracing::warn!(error = %e, "a HEAD task failed"),
+        }
     }
 }
 

@@ -5,7 +5,7 @@ use std::{net::IpAddr, path::PathBuf};
 
 use clap::{Args, Parser, Subcommand};
 use nsight_local::{
-    plan::{Plan, Ports, Settings},
+    plan::{GatewayTls, Plan, Ports, Settings},
     platform,
 };
 
@@ -52,6 +52,16 @@ struct LocalArgs {
     /// The Envoy binary [default: `envoy` on PATH].
     #[arg(long, env = "NSIGHT_ENVOY_BIN")]
     envoy_bin: Option<PathBuf>,
+    /// Serve HTTPS on the gateway and storage ports with the local certificates (made on first
+    /// start in <state>/tls for localhost); clients trust <state>/tls/ca.crt.
+    #[arg(long, conflicts_with_all = ["tls_cert", "tls_key"])]
+    tls: bool,
+    /// Serve HTTPS with this certificate chain (PEM); needs --tls-key.
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
     /// Print the plan (ports, paths, command lines) as JSON and exit.
     #[arg(long)]
     dry_run: bool,
@@ -106,6 +116,13 @@ fn settings(args: &LocalArgs) -> anyhow::Result<Settings> {
         bin_dir,
         envoy_bin,
         storage_config: args.storage_config.clone(),
+        tls: match (&args.tls_cert, &args.tls_key) {
+            (Some(cert), Some(key)) => Some(GatewayTls::Files {
+                cert: cert.clone(),
+                key: key.clone(),
+            }),
+            _ => args.tls.then_some(GatewayTls::Local),
+        },
     })
 }
 
@@ -139,8 +156,14 @@ async fn main() -> anyhow::Result<()> {
         running.api_key,
         plan.api_key_file.display()
     );
+    let trust = plan
+        .gateway_tls
+        .as_ref()
+        .and_then(|tls| tls.ca_cert.as_ref())
+        .map(|ca| format!(" --ca-cert {}", ca.display()))
+        .unwrap_or_default();
     println!(
-        "  CLI       nsight-cloud configure --gw {} --apikey \"$(cat {})\"",
+        "  CLI       nsight-cloud configure --gw {}{trust} --apikey \"$(cat {})\"",
         plan.gateway_url,
         plan.api_key_file.display()
     );

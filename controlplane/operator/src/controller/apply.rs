@@ -8,13 +8,14 @@ use std::fmt::Debug;
 
 use k8s_openapi::{
     api::{
-        apps::v1::Deployment,
-        core::v1::{ConfigMap, Service, ServiceAccount},
+        apps::v1::{DaemonSet, Deployment, StatefulSet},
+        core::v1::{ConfigMap, Secret, Service, ServiceAccount},
+        rbac::v1::{Role, RoleBinding},
     },
     NamespaceResourceScope,
 };
 use kube::{
-    api::{DeleteParams, ListParams, Patch, PatchParams},
+    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
     Api, Client, Resource,
 };
 use nsight_api::NsightStatus;
@@ -73,14 +74,93 @@ where
         .map_err(apply_error)
 }
 
-/// Applies every desired object in order; returns the Deployments as the server stored them
-/// (with their status).
-pub async fn apply_all(
+/// Creates `secret` unless a Secret of that name exists: generated credentials are never
+/// overwritten (nor read back).
+async fn create_once(
+    client: &Client,
+    namespace: &str,
+    secret: &Secret,
+    name: &str,
+) -> Result<(), Error> {
+    match Api::<Secret>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), secret)
+        .await
+    {
+        Ok(_) => {
+            tracing::info!(namespace, name, "created a generated Secret");
+            Ok(())
+        }
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(source) => Err(Error::Apply {
+            kind: "Secret".into(),
+            name: name.into(),
+            source,
+        }),
+    }
+}
+
+/// Applies a StatefulSet; when the server refuses the change because it touches a field it
+/// keeps immutable (volume claim templates: persistence switched on or off), deletes the
+/// StatefulSet (its volume claims stay) and creates it anew.
+async fn apply_stateful_set(
+    client: &Client,
+    namespace: &str,
+    set: &StatefulSet,
+    name: &str,
+) -> Result<StatefulSet, Error> {
+    match apply_one(client, namespace, set, name).await {
+        Err(Error::Apply {
+            source: kube::Error::Api(status),
+            ..
+        }) if status.code == 422 && status.message.contains("Forbidden") => {
+            tracing::info!(
+                namespace,
+                name,
+                "recreating a StatefulSet to change an immutable field"
+            );
+            let api = Api::<StatefulSet>::namespaced(client.clone(), namespace);
+            match api.delete(name, &DeleteParams::background()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.is_not_found() => {}
+                Err(source) => {
+                    return Err(Error::Delete {
+                        kind: "StatefulSet".into(),
+                        name: name.into(),
+                        source,
+                    })
+                }
+            }
+            apply_one(client, namespace, set, name).await
+        }
+        other => other,
+    }
+}
+
+/// A workload as the server stored it after the apply (with its status).
+#[derive(Clone, Debug)]
+pub enum Applied {
+    Deployment(Box<Deployment>),
+    StatefulSet(Box<StatefulSet>),
+    DaemonSet(Box<DaemonSet>),
+}
+
+impl Applied {
+    pub fn deployment(&self) -> Option<&Deployment> {
+        match self {
+            Applied::Deployment(d) => Some(d),
+            _ => None,
+        }
+    }
+}
+
+/// Applies every desired object in order (Secrets: created once); returns the workloads as the
+/// server stored them.
+pub async fn apply_objects(
     client: &Client,
     namespace: &str,
     desired: &Desired,
-) -> Result<Vec<Deployment>, Error> {
-    let mut deployments = Vec::new();
+) -> Result<Vec<Applied>, Error> {
+    let mut applied = Vec::new();
     for object in &desired.objects {
         let name = object.name();
         match object {
@@ -94,11 +174,44 @@ pub async fn apply_all(
                 apply_one(client, namespace, &**o, name).await?;
             }
             Object::Deployment(o) => {
-                deployments.push(apply_one(client, namespace, &**o, name).await?);
+                let d = apply_one(client, namespace, &**o, name).await?;
+                applied.push(Applied::Deployment(Box::new(d)));
+            }
+            Object::Secret(o) => create_once(client, namespace, o, name).await?,
+            Object::Role(o) => {
+                apply_one(client, namespace, o, name).await?;
+            }
+            Object::RoleBinding(o) => {
+                apply_one(client, namespace, o, name).await?;
+            }
+            Object::StatefulSet(o) => {
+                let s = apply_stateful_set(client, namespace, o, name).await?;
+                applied.push(Applied::StatefulSet(Box::new(s)));
+            }
+            Object::DaemonSet(o) => {
+                let d = apply_one(client, namespace, &**o, name).await?;
+                applied.push(Applied::DaemonSet(Box::new(d)));
             }
         }
     }
-    Ok(deployments)
+    Ok(applied)
+}
+
+/// Applies every desired object in order; returns the Deployments as the server stored them
+/// (with their status).
+pub async fn apply_all(
+    client: &Client,
+    namespace: &str,
+    desired: &Desired,
+) -> Result<Vec<Deployment>, Error> {
+    Ok(apply_objects(client, namespace, desired)
+        .await?
+        .into_iter()
+        .filter_map(|a| match a {
+            Applied::Deployment(d) => Some(*d),
+            _ => None,
+        })
+        .collect())
 }
 
 async fn prune<K>(api: Api<K>, selector: &str, keep: &[&str]) -> Result<usize, Error>
@@ -146,9 +259,30 @@ pub async fn collect_garbage(
     owner: &str,
     desired: &Desired,
 ) -> Result<usize, Error> {
+    collect_garbage_of(
+        client,
+        namespace,
+        owner_kind,
+        owner,
+        desired,
+        &ObjectKind::ALL,
+    )
+    .await
+}
+
+/// [`collect_garbage`] over the object kinds `kinds` (what the owner's kind can own). Secrets
+/// are never pruned (generated credentials live as long as their owner).
+pub async fn collect_garbage_of(
+    client: &Client,
+    namespace: &str,
+    owner_kind: &str,
+    owner: &str,
+    desired: &Desired,
+    kinds: &[ObjectKind],
+) -> Result<usize, Error> {
     let selector = owned_selector(owner_kind, owner);
     let mut deleted = 0;
-    for kind in ObjectKind::ALL {
+    for &kind in kinds {
         let keep = desired.names(kind);
         let c = client.clone();
         deleted += match kind {
@@ -173,6 +307,29 @@ pub async fn collect_garbage(
                     &keep,
                 )
                 .await?
+            }
+            ObjectKind::Secret => 0,
+            ObjectKind::Role => {
+                prune(Api::<Role>::namespaced(c, namespace), &selector, &keep).await?
+            }
+            ObjectKind::RoleBinding => {
+                prune(
+                    Api::<RoleBinding>::namespaced(c, namespace),
+                    &selector,
+                    &keep,
+                )
+                .await?
+            }
+            ObjectKind::StatefulSet => {
+                prune(
+                    Api::<StatefulSet>::namespaced(c, namespace),
+                    &selector,
+                    &keep,
+                )
+                .await?
+            }
+            ObjectKind::DaemonSet => {
+                prune(Api::<DaemonSet>::namespaced(c, namespace), &selector, &keep).await?
             }
         };
     }

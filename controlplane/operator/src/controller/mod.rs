@@ -15,6 +15,7 @@
 //! retry policy; must not decide what objects look like.
 
 pub mod apply;
+mod kinds;
 
 use std::{
     collections::HashMap,
@@ -49,10 +50,11 @@ use nsight_api::{
 use serde::{de::DeserializeOwned, Serialize};
 
 use crate::{
-    conditions,
+    conditions::{self, Cond},
     metrics::Metrics,
     render::{
-        self, Desired, RenderError, RenderSettings, LABEL_MANAGED_BY, LABEL_OWNER_KIND, MANAGER,
+        self, Desired, ObjectKind, RenderError, RenderSettings, LABEL_MANAGED_BY, LABEL_OWNER_KIND,
+        MANAGER,
     },
 };
 
@@ -140,6 +142,13 @@ pub enum Error {
     },
     #[error("cannot update the status")]
     Status(#[source] kube::Error),
+    #[error("cannot read {kind} {name}")]
+    ReadReference {
+        kind: &'static str,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
 }
 
 impl Error {
@@ -147,7 +156,7 @@ impl Error {
     pub fn step(&self) -> &'static str {
         match self {
             Error::Render(_) => "render",
-            Error::ReadStorage { .. } => "read",
+            Error::ReadStorage { .. } | Error::ReadReference { .. } => "read",
             Error::Apply { .. } => "apply",
             Error::Conflict { .. } => "conflict",
             Error::List { .. } | Error::Delete { .. } => "prune",
@@ -160,6 +169,7 @@ impl Error {
         match self {
             Error::Render(_) => "RenderFailed",
             Error::ReadStorage { .. } => "StorageUnreadable",
+            Error::ReadReference { .. } => "ReferenceUnreadable",
             Error::Apply { .. } => "ApplyFailed",
             Error::Conflict { .. } => "NameConflict",
             Error::List { .. } | Error::Delete { .. } => "PruneFailed",
@@ -194,10 +204,47 @@ pub trait Managed:
     /// The kind, as a fixed metric label.
     const KIND: &'static str;
 
+    /// The object kinds this kind's render can produce: what garbage collection lists.
+    const OWNS: &'static [ObjectKind] = &ObjectKind::ALL;
+
     fn status(&self) -> Option<&NsightStatus>;
 
     /// Reads what the render needs besides the CR, then renders.
     fn desired<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, Result<Desired, Error>>;
+
+    /// The conditions besides `Reconciled` after a successful apply; by default `Ready` from
+    /// the (first) Deployment.
+    fn ready<'a>(
+        &'a self,
+        _ctx: &'a Context,
+        applied: &'a [apply::Applied],
+    ) -> BoxFuture<'a, Result<Vec<Cond>, Error>> {
+        let deployment = applied.iter().find_map(apply::Applied::deployment);
+        async move { Ok(vec![conditions::ready(deployment)]) }.boxed()
+    }
+
+    /// A sooner reconcile than [`RESYNC`] after these conditions (a reference that is not
+    /// watched is missing or invalid).
+    fn recheck(_ready: &[Cond]) -> Option<Duration> {
+        None
+    }
+
+    /// The watches of owned objects (label-filtered caches); by default Deployments,
+    /// Services, ConfigMaps and ServiceAccounts.
+    fn watch_owned(
+        controller: Controller<Self>,
+        client: &Client,
+        namespace: Option<&str>,
+    ) -> Controller<Self> {
+        controller
+            .owns(api::<Deployment>(client, namespace), owned_config::<Self>())
+            .owns(api::<Service>(client, namespace), owned_config::<Self>())
+            .owns(api::<ConfigMap>(client, namespace), owned_config::<Self>())
+            .owns(
+                api::<ServiceAccount>(client, namespace),
+                owned_config::<Self>(),
+            )
+    }
 
     /// Extra watches: objects the render reads, mapped back to the CRs that read them.
     fn watch_inputs(
@@ -322,20 +369,24 @@ fn key<K: Managed>(cr: &K) -> String {
     )
 }
 
-async fn reconcile_inner<K: Managed>(cr: &K, ctx: &Context) -> Result<(), Error> {
+/// Returns when to reconcile again.
+async fn reconcile_inner<K: Managed>(cr: &K, ctx: &Context) -> Result<Duration, Error> {
     if cr.meta().deletion_timestamp.is_some() {
         // Owner references hand the cleanup to Kubernetes' garbage collector.
-        return Ok(());
+        return Ok(RESYNC);
     }
     let namespace = cr.namespace().unwrap_or_default();
     let name = cr.name_any();
     let desired = cr.desired(ctx).await?;
-    let deployments = apply::apply_all(&ctx.client, &namespace, &desired).await?;
-    let deleted = apply::collect_garbage(&ctx.client, &namespace, K::KIND, &name, &desired).await?;
-    let status = conditions::applied(
+    let applied = apply::apply_objects(&ctx.client, &namespace, &desired).await?;
+    let deleted =
+        apply::collect_garbage_of(&ctx.client, &namespace, K::KIND, &name, &desired, K::OWNS)
+            .await?;
+    let ready = cr.ready(ctx, &applied).await?;
+    let status = conditions::applied_with(
         cr.status(),
         desired.objects.len(),
-        deployments.first(),
+        &ready,
         cr.meta().generation,
         &now(),
     );
@@ -353,7 +404,7 @@ async fn reconcile_inner<K: Managed>(cr: &K, ctx: &Context) -> Result<(), Error>
         .await;
     }
     tracing::debug!(kind = K::KIND, %namespace, %name, objects = desired.objects.len(), deleted, "reconciled");
-    Ok(())
+    Ok(K::recheck(&ready).unwrap_or(RESYNC))
 }
 
 /// Publishes an Event about `cr`; a failure to do so is only logged.
@@ -394,9 +445,9 @@ pub async fn reconcile<K: Managed>(cr: Arc<K>, ctx: Arc<Context>) -> Result<Acti
         "reconcile timing"
     );
     match result {
-        Ok(()) => {
+        Ok(after) => {
             ctx.failures(|f| f.remove(&key(&*cr)));
-            Ok(Action::requeue(RESYNC))
+            Ok(Action::requeue(after))
         }
         Err(e) => {
             record(&ctx, &*cr, EventType::Warning, e.reason(), e.chain()).await;
@@ -431,7 +482,7 @@ pub fn error_policy<K: Managed>(cr: Arc<K>, error: &Error, ctx: Arc<Context>) ->
 }
 
 /// The watch of the objects owned by `K` (a filtered cache: only what this kind labelled).
-fn owned_config<K: Managed>() -> watcher::Config {
+pub(crate) fn owned_config<K: Managed>() -> watcher::Config {
     watcher::Config::default().labels(&format!(
         "{LABEL_MANAGED_BY}={MANAGER},{LABEL_OWNER_KIND}={}",
         K::KIND
@@ -439,7 +490,7 @@ fn owned_config<K: Managed>() -> watcher::Config {
 }
 
 /// Where the controllers watch: every namespace, or one.
-fn api<T>(client: &Client, namespace: Option<&str>) -> Api<T>
+pub(crate) fn api<T>(client: &Client, namespace: Option<&str>) -> Api<T>
 where
     T: Resource<DynamicType = (), Scope = NamespaceResourceScope>,
 {
@@ -453,14 +504,8 @@ where
 pub async fn run<K: Managed>(ctx: Arc<Context>, namespace: Option<&str>) {
     let client = ctx.client.clone();
     let controller = Controller::new(api::<K>(&client, namespace), watcher::Config::default());
-    K::watch_inputs(controller, &client, namespace)
-        .owns(api::<Deployment>(&client, namespace), owned_config::<K>())
-        .owns(api::<Service>(&client, namespace), owned_config::<K>())
-        .owns(api::<ConfigMap>(&client, namespace), owned_config::<K>())
-        .owns(
-            api::<ServiceAccount>(&client, namespace),
-            owned_config::<K>(),
-        )
+    let controller = K::watch_inputs(controller, &client, namespace);
+    K::watch_owned(controller, &client, namespace)
         .run(reconcile::<K>, error_policy::<K>, ctx)
         .for_each(|result| async move {
             if let Err(e) = result {
@@ -478,6 +523,7 @@ pub async fn run_all(ctx: Arc<Context>, namespace: Option<String>) {
         run::<NsightAnalysis>(ctx.clone(), ns),
         run::<NsightCloudUI>(ctx.clone(), ns),
         run::<NsightGateway>(ctx.clone(), ns),
+        kinds::run_more(ctx.clone(), ns),
     );
 }
 

@@ -31,9 +31,10 @@ const BOOTSTRAP_DIR: &str = "/etc/envoy";
 /// The `envoy` user of the Envoy image.
 const ENVOY_UID: i64 = 101;
 
-/// The xDS node ID of a gateway (the local platform's is `nsight-gateway/local/gateway`).
+/// The xDS node ID of a gateway (the local platform's is `nsight-gateway/local/gateway`): the
+/// one the manager's xDS controller publishes to (`nsight_gateway::cache::node_id`).
 pub fn node_id(namespace: &str, name: &str) -> String {
-    format!("{NAME}/{namespace}/{name}")
+    nsight_gateway::cache::node_id::gateway(namespace, name)
 }
 
 pub fn config_map_name(gateway: &str) -> String {

@@ -16,6 +16,12 @@ pub mod analysis;
 pub mod cloud_ui;
 pub mod coordinator;
 pub mod gateway;
+pub mod otel_collector;
+pub mod otlp_proxy;
+pub mod perf_event;
+pub mod storage;
+pub mod streamer;
+pub mod tenant_operator;
 mod workload;
 
 pub use workload::Port;
@@ -24,8 +30,9 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::{
     api::{
-        apps::v1::Deployment,
-        core::v1::{ConfigMap, Service, ServiceAccount},
+        apps::v1::{DaemonSet, Deployment, StatefulSet},
+        core::v1::{ConfigMap, Secret, Service, ServiceAccount},
+        rbac::v1::{Role, RoleBinding},
     },
     apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference},
 };
@@ -86,6 +93,12 @@ pub enum ObjectKind {
     ConfigMap,
     Service,
     Deployment,
+    /// Created once, never updated (generated credentials) and never pruned.
+    Secret,
+    Role,
+    RoleBinding,
+    StatefulSet,
+    DaemonSet,
 }
 
 impl ObjectKind {
@@ -104,6 +117,11 @@ impl ObjectKind {
             ObjectKind::ConfigMap => "ConfigMap",
             ObjectKind::Service => "Service",
             ObjectKind::Deployment => "Deployment",
+            ObjectKind::Secret => "Secret",
+            ObjectKind::Role => "Role",
+            ObjectKind::RoleBinding => "RoleBinding",
+            ObjectKind::StatefulSet => "StatefulSet",
+            ObjectKind::DaemonSet => "DaemonSet",
         }
     }
 }
@@ -116,6 +134,11 @@ pub enum Object {
     ConfigMap(ConfigMap),
     Service(Box<Service>),
     Deployment(Box<Deployment>),
+    Secret(Secret),
+    Role(Role),
+    RoleBinding(RoleBinding),
+    StatefulSet(Box<StatefulSet>),
+    DaemonSet(Box<DaemonSet>),
 }
 
 impl Object {
@@ -125,6 +148,11 @@ impl Object {
             Object::ConfigMap(_) => ObjectKind::ConfigMap,
             Object::Service(_) => ObjectKind::Service,
             Object::Deployment(_) => ObjectKind::Deployment,
+            Object::Secret(_) => ObjectKind::Secret,
+            Object::Role(_) => ObjectKind::Role,
+            Object::RoleBinding(_) => ObjectKind::RoleBinding,
+            Object::StatefulSet(_) => ObjectKind::StatefulSet,
+            Object::DaemonSet(_) => ObjectKind::DaemonSet,
         }
     }
 
@@ -134,6 +162,11 @@ impl Object {
             Object::ConfigMap(o) => &o.metadata,
             Object::Service(o) => &o.metadata,
             Object::Deployment(o) => &o.metadata,
+            Object::Secret(o) => &o.metadata,
+            Object::Role(o) => &o.metadata,
+            Object::RoleBinding(o) => &o.metadata,
+            Object::StatefulSet(o) => &o.metadata,
+            Object::DaemonSet(o) => &o.metadata,
         }
     }
 
@@ -184,6 +217,12 @@ pub enum Component {
     Analysis,
     CloudUi,
     Gateway,
+    Storage,
+    OtelCollector,
+    OtlpProxy,
+    Streamer,
+    TenantOperator,
+    PerfEvent,
 }
 
 impl Component {
@@ -194,6 +233,12 @@ impl Component {
             Component::Analysis => analysis::BINARY,
             Component::CloudUi => cloud_ui::IMAGE,
             Component::Gateway => gateway::NAME,
+            Component::Storage => storage::NAME,
+            Component::OtelCollector => otel_collector::NAME,
+            Component::OtlpProxy => otlp_proxy::NAME,
+            Component::Streamer => streamer::NAME,
+            Component::TenantOperator => tenant_operator::NAME,
+            Component::PerfEvent => perf_event::NAME,
         }
     }
 
@@ -204,6 +249,12 @@ impl Component {
             Component::Analysis => "analysis",
             Component::CloudUi => "cloud-ui",
             Component::Gateway => "gateway",
+            Component::Storage => "storage",
+            Component::OtelCollector => "otel-collector",
+            Component::OtlpProxy => "otlp-proxy",
+            Component::Streamer => "streamer",
+            Component::TenantOperator => "tenant-operator",
+            Component::PerfEvent => "machine-config",
         }
     }
 }

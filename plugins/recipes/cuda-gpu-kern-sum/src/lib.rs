@@ -6,13 +6,17 @@
 //! ```
 //! Names are `demangledName` by default; `--name base` uses `shortName` and `--name mangled`
 //! uses `mangledName`, each falling back to the demangled name where missing (NVIDIA's
-//! `cuda_gpu_kern_sum:base` and `:mangled`). Rows are read with name ids and grouped by them;
+//! `cuda_gpu_kern_sum:base` and `:mangled`). `--name nvtx-name` (alone or with a variant,
+//! `nvtx-name:base`) prefixes each name with the innermost NVTX push/pop range around the CUDA
+//! API call that launched the kernel, as `<range>:<kernel>` (`nsight_recipe_sdk::enclosing`;
+//! NVIDIA's `:nvtx-name`). Rows are read with name ids and grouped by them;
 //! the names are read once per distinct id (`string_values`). The statistics and their order come from
 //! `nsight-recipe-sdk` (docs/recipes.md).
 
 use std::collections::{BTreeSet, HashMap};
 
 use nsight_recipe_sdk::{
+    enclosing::{LaunchCalls, PushPopRanges},
     string_values, summary_table, time_window, Args, Group, Output, Report, Schema, SummarySpec,
     Value, Window, FILTER_ARGS, STATS_ARGUMENTS,
 };
@@ -40,7 +44,9 @@ impl Guest for KernSum {
                 .take(1)
                 .chain(&[(
                     "name",
-                    "Kernel names: demangled (full signature), base (short name) or mangled.",
+                    "Kernel names: demangled (full signature), base (short name) or mangled; \
+                     nvtx-name (alone or as nvtx-name:base) prefixes the innermost NVTX range \
+                     around the launch.",
                     Some("demangled"),
                 )])
                 .chain(&STATS_ARGUMENTS[1..])
@@ -60,16 +66,7 @@ impl Guest for KernSum {
 
 fn kern_sum(report: &dyn Report, args: &[(String, String)]) -> Result<Output, String> {
     let args = Args::parse(args, &["timeunit", "name", FILTER_ARGS[0], FILTER_ARGS[1]])?;
-    let name_column = match args.get("name").unwrap_or("demangled") {
-        "demangled" => None,
-        "base" => Some("shortName"),
-        "mangled" => Some("mangledName"),
-        other => {
-            return Err(format!(
-                "--name {other}: expected demangled, base or mangled"
-            ))
-        }
-    };
+    let (name_column, nvtx_name) = parse_name(args.get("name").unwrap_or("demangled"))?;
     let spec = SummarySpec {
         table: "cuda_gpu_kern_sum",
         count_header: "Instances",
@@ -87,47 +84,138 @@ fn kern_sum(report: &dyn Report, args: &[(String, String)]) -> Result<Output, St
         &["start", "end", "demangledName"],
         "the profile has no CUDA kernels",
     ) {
-        Some(columns) if strings => kernels(report, &columns, name_column, &window, &mut out)?,
+        Some(columns) if strings => {
+            let prefixes = if nvtx_name {
+                Prefixes::read(&schema, &columns, &mut out)?
+            } else {
+                None
+            };
+            kernels(
+                report,
+                &columns,
+                name_column,
+                prefixes.as_ref(),
+                &window,
+                &mut out,
+            )?
+        }
         _ => Vec::new(),
     };
     out.tables.push(summary_table(&spec, groups));
     Ok(out)
 }
 
+/// `--name`: a variant (`demangled`, `base`, `mangled`) and/or `nvtx-name`, joined by `:`.
+/// Returns the name column (None for demangled) and whether to prefix NVTX ranges.
+fn parse_name(value: &str) -> Result<(Option<&'static str>, bool), String> {
+    let bad = || {
+        format!(
+            "--name {value}: expected demangled, base or mangled, optionally with nvtx-name \
+             (e.g. nvtx-name or nvtx-name:base)"
+        )
+    };
+    let (mut column, mut variant, mut nvtx) = (None, false, false);
+    for part in value.split(':') {
+        let c = match part {
+            "nvtx-name" if !nvtx => {
+                nvtx = true;
+                continue;
+            }
+            "demangled" => None,
+            "base" => Some("shortName"),
+            "mangled" => Some("mangledName"),
+            _ => return Err(bad()),
+        };
+        if variant {
+            return Err(bad());
+        }
+        (column, variant) = (c, true);
+    }
+    Ok((column, nvtx))
+}
+
+/// What `nvtx-name` needs: the launch calls and the push/pop ranges.
+struct Prefixes {
+    calls: LaunchCalls,
+    ranges: PushPopRanges,
+}
+
+impl Prefixes {
+    /// `None` (with notes) when the report lacks something; names are then not prefixed.
+    fn read(
+        schema: &Schema<'_>,
+        kernel_columns: &[String],
+        out: &mut Output,
+    ) -> Result<Option<Self>, String> {
+        for c in ["globalPid", "correlationId"] {
+            if !kernel_columns.iter().any(|have| have == c) {
+                out.note(format!(
+                    "column {TABLE}.{c} not in this report; kernels are not prefixed with NVTX \
+                     ranges"
+                ));
+                return Ok(None);
+            }
+        }
+        // The ranges first: most reports without NVTX have many runtime calls.
+        let Some(ranges) = PushPopRanges::read(schema, out)? else {
+            return Ok(None);
+        };
+        let Some(calls) = LaunchCalls::read(schema, out)? else {
+            return Ok(None);
+        };
+        Ok(Some(Self { calls, ranges }))
+    }
+
+    /// The range text around the launch of the kernel with these ids, if any.
+    fn of(&self, global_pid: &Value, correlation_id: &Value) -> Option<&str> {
+        let call = self
+            .calls
+            .get(global_pid.as_int()?, correlation_id.as_int()?)?;
+        self.ranges.innermost(call)
+    }
+}
+
 fn kernels(
     report: &dyn Report,
     columns: &[String],
     name_column: Option<&str>,
+    prefixes: Option<&Prefixes>,
     window: &Window,
     out: &mut Output,
 ) -> Result<Vec<Group>, String> {
     let name_id = match name_column {
-        Some(c) if columns.iter().any(|have| have == c) => format!(", k.{c}"),
+        Some(c) if columns.iter().any(|have| have == c) => format!("k.{c}"),
         Some(c) => {
             out.note(format!(
                 "column {TABLE}.{c} not in this report (older export); kernels are named by \
                  their demangled names"
             ));
-            String::new()
+            "NULL".to_owned()
         }
-        None => String::new(),
+        None => "NULL".to_owned(),
+    };
+    let launch = if prefixes.is_some() {
+        "k.globalPid, k.correlationId"
+    } else {
+        "NULL, NULL"
     };
     // Rows carry name ids only (the chosen column's only when it is not the demangled one);
     // the names are read once per distinct id afterwards.
     let sql = format!(
-        "SELECT k.end - k.start, k.demangledName{name_id} FROM {TABLE} AS k WHERE {}",
+        "SELECT k.end - k.start, k.demangledName, {name_id}, {launch} FROM {TABLE} AS k WHERE {}",
         window.sql("k")
     );
-    let mut by_ids: HashMap<(Option<i64>, Option<i64>), Vec<i64>> = HashMap::new();
+    type Key<'p> = (Option<i64>, Option<i64>, Option<&'p str>);
+    let mut by_ids: HashMap<Key<'_>, Vec<i64>> = HashMap::new();
     let mut incomplete = 0u64;
     report.query(&sql, &[], &mut |row| {
         match row {
-            [Value::Int(duration), demangled] => by_ids
-                .entry((None, demangled.as_int()))
-                .or_default()
-                .push(*duration),
-            [Value::Int(duration), demangled, name] => by_ids
-                .entry((name.as_int(), demangled.as_int()))
+            [Value::Int(duration), demangled, name, pid, correlation] => by_ids
+                .entry((
+                    name.as_int(),
+                    demangled.as_int(),
+                    prefixes.and_then(|p| p.of(pid, correlation)),
+                ))
                 .or_default()
                 .push(*duration),
             _ => incomplete += 1,
@@ -136,18 +224,23 @@ fn kernels(
     })?;
     let ids: BTreeSet<i64> = by_ids
         .keys()
-        .flat_map(|(n, d)| n.iter().chain(d.iter()).copied())
+        .flat_map(|(n, d, _)| n.iter().chain(d.iter()).copied())
         .collect();
     let strings = string_values(report, &ids)?;
     let lookup = |id: Option<i64>| id.and_then(|i| strings.get(&i));
-    // The chosen name, else the demangled one, else empty (as a LEFT JOIN and coalesce).
+    // The chosen name, else the demangled one, else empty (as a LEFT JOIN and coalesce),
+    // after the NVTX range's text and a colon when there is one.
     let mut groups: HashMap<String, Vec<i64>> = HashMap::new();
-    for ((name, demangled), durations) in by_ids {
-        let label = lookup(name).or_else(|| lookup(demangled)).cloned();
-        groups
-            .entry(label.unwrap_or_default())
-            .or_default()
-            .extend(durations);
+    for ((name, demangled, range), durations) in by_ids {
+        let label = lookup(name)
+            .or_else(|| lookup(demangled))
+            .cloned()
+            .unwrap_or_default();
+        let label = match range {
+            Some(r) => format!("{r}:{label}"),
+            None => label,
+        };
+        groups.entry(label).or_default().extend(durations);
     }
     if incomplete > 0 {
         out.note(format!(

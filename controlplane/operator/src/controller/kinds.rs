@@ -1,0 +1,373 @@
+//! The [`Managed`] glue of the storage, telemetry and viewing kinds:
+//!
+//! ```text
+//! NsightCloudStorageConfig    render::storage         Ready: StatefulSet, or the external Secret checked
+//! NsightOtelCollector         render::otel_collector  Ready: Deployment
+//! OTLPProxyConfig             render::otlp_proxy      Ready: the collector it names exists
+//! NsightStreamer              render::streamer        Ready: Deployment (reads its storage config)
+//! NsightTenantOperator        render::tenant_operator Ready: Deployment
+//! ```
+//!
+//! (The perf_event_paranoid DaemonSet is not here: it is a cluster-wide setting of the
+//! manager, `manager::apply_machine_config`.)
+//!
+//! Reads what a render or a condition needs (a Secret, a collector, a storage config) and
+//! nothing else; what the objects look like is decided in `render`.
+
+use std::time::Duration;
+
+use futures::{future::BoxFuture, FutureExt};
+use k8s_openapi::api::{
+    apps::v1::StatefulSet,
+    core::v1::{ConfigMap, Secret, Service, ServiceAccount},
+    rbac::v1::{Role, RoleBinding},
+};
+use kube::{
+    runtime::{reflector::ObjectRef, watcher, Controller},
+    Api, Client, ResourceExt,
+};
+use nsight_api::{
+    common::CONDITION_READY, NsightCloudStorageConfig, NsightOtelCollector, NsightStatus,
+    NsightStreamer, NsightTenantOperator, OTLPProxyConfig,
+};
+
+use super::{api, apply::Applied, owned_config, run, Context, Error, Managed};
+use crate::{
+    conditions::{self, Cond},
+    render::{
+        self,
+        storage::{Backend, Credentials},
+        Desired, ObjectKind,
+    },
+};
+
+/// How soon a resource whose reference is missing or invalid is looked at again (Secrets are
+/// not watched: that would need the right to list every Secret).
+pub const RECHECK: Duration = Duration::from_secs(15);
+
+/// Fresh random root credentials (only used when the Secret does not exist yet).
+fn credentials() -> Credentials {
+    Credentials {
+        user: format!(
+            "nsight-{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..12]
+        ),
+        password: format!(
+            "{}{}",
+            uuid::Uuid::new_v4().simple(),
+            uuid::Uuid::new_v4().simple()
+        ),
+    }
+}
+
+/// The NsightCloudStorageConfig `name` in `namespace`, if it exists.
+async fn storage_config(
+    ctx: &Context,
+    namespace: Option<String>,
+    name: Option<&String>,
+) -> Result<Option<NsightCloudStorageConfig>, Error> {
+    match (name, namespace) {
+        (Some(name), Some(ns)) => {
+            Api::<NsightCloudStorageConfig>::namespaced(ctx.client.clone(), &ns)
+                .get_opt(name)
+                .await
+                .map_err(|source| Error::ReadStorage {
+                    name: name.clone(),
+                    source,
+                })
+        }
+        _ => Ok(None),
+    }
+}
+
+impl Managed for NsightCloudStorageConfig {
+    const KIND: &'static str = "NsightCloudStorageConfig";
+    const OWNS: &'static [ObjectKind] = &[
+        ObjectKind::ServiceAccount,
+        ObjectKind::Secret,
+        ObjectKind::Service,
+        ObjectKind::StatefulSet,
+    ];
+
+    fn status(&self) -> Option<&NsightStatus> {
+        self.status.as_ref()
+    }
+
+    fn desired<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, Result<Desired, Error>> {
+        async move {
+            render::storage::render(self, &credentials(), &ctx.settings).map_err(Error::Render)
+        }
+        .boxed()
+    }
+
+    /// Managed: the StatefulSet's readiness; external: the Secret checked; local: ready.
+    fn ready<'a>(
+        &'a self,
+        ctx: &'a Context,
+        applied: &'a [Applied],
+    ) -> BoxFuture<'a, Result<Vec<Cond>, Error>> {
+        async move {
+            let cond = match render::storage::backend(self) {
+                Backend::Managed => {
+                    conditions::ready_stateful_set(applied.iter().find_map(|a| match a {
+                        Applied::StatefulSet(s) => Some(&**s),
+                        _ => None,
+                    }))
+                }
+                Backend::External(secret_ref) => {
+                    let secret = match (&secret_ref, self.namespace()) {
+                        (Some(r), Some(ns)) => Api::<Secret>::namespaced(ctx.client.clone(), &ns)
+                            .get_opt(&r.name)
+                            .await
+                            .map_err(|source| Error::ReadReference {
+                                kind: "Secret",
+                                name: r.name.clone(),
+                                source,
+                            })?,
+                        _ => None,
+                    };
+                    let check = render::storage::check_secret(secret_ref.as_ref(), secret.as_ref());
+                    conditions::cond(CONDITION_READY, check.valid, check.reason, check.message)
+                }
+                Backend::Local => conditions::cond(
+                    CONDITION_READY,
+                    true,
+                    "LocalStorage",
+                    "reports stay in the profiled Pods".into(),
+                ),
+                Backend::Disabled => conditions::cond(
+                    CONDITION_READY,
+                    false,
+                    "Disabled",
+                    "spec.enabled is false".into(),
+                ),
+            };
+            Ok(vec![cond])
+        }
+        .boxed()
+    }
+
+    fn recheck(ready: &[Cond]) -> Option<Duration> {
+        ready
+            .iter()
+            .any(|c| !c.status && c.reason.starts_with("Secret"))
+            .then_some(RECHECK)
+    }
+
+    fn watch_owned(
+        controller: Controller<Self>,
+        client: &Client,
+        namespace: Option<&str>,
+    ) -> Controller<Self> {
+        controller
+            .owns(
+                api::<StatefulSet>(client, namespace),
+                owned_config::<Self>(),
+            )
+            .owns(api::<Service>(client, namespace), owned_config::<Self>())
+            .owns(
+                api::<ServiceAccount>(client, namespace),
+                owned_config::<Self>(),
+            )
+    }
+}
+
+impl Managed for NsightOtelCollector {
+    const KIND: &'static str = "NsightOtelCollector";
+
+    fn status(&self) -> Option<&NsightStatus> {
+        self.status.as_ref()
+    }
+
+    fn desired<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, Result<Desired, Error>> {
+        async move { render::otel_collector::render(self, &ctx.settings).map_err(Error::Render) }
+            .boxed()
+    }
+}
+
+impl Managed for OTLPProxyConfig {
+    const KIND: &'static str = "OTLPProxyConfig";
+    const OWNS: &'static [ObjectKind] = &[ObjectKind::ConfigMap];
+
+    fn status(&self) -> Option<&NsightStatus> {
+        self.status.as_ref()
+    }
+
+    fn desired<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, Result<Desired, Error>> {
+        async move { render::otlp_proxy::render(self, &ctx.settings).map_err(Error::Render) }
+            .boxed()
+    }
+
+    /// Ready when the NsightOtelCollector `collectorRef` names exists.
+    fn ready<'a>(
+        &'a self,
+        ctx: &'a Context,
+        _applied: &'a [Applied],
+    ) -> BoxFuture<'a, Result<Vec<Cond>, Error>> {
+        async move {
+            let cond = match (&self.spec.collector_ref, self.namespace()) {
+                (Some(name), Some(ns)) => {
+                    let found = Api::<NsightOtelCollector>::namespaced(ctx.client.clone(), &ns)
+                        .get_opt(name)
+                        .await
+                        .map_err(|source| Error::ReadReference {
+                            kind: "NsightOtelCollector",
+                            name: name.clone(),
+                            source,
+                        })?
+                        .is_some();
+                    if found {
+                        conditions::cond(
+                            CONDITION_READY,
+                            true,
+                            "CollectorFound",
+                            format!("spans go to NsightOtelCollector {name}"),
+                        )
+                    } else {
+                        conditions::cond(
+                            CONDITION_READY,
+                            false,
+                            "CollectorMissing",
+                            format!("NsightOtelCollector {name} does not exist in this namespace"),
+                        )
+                    }
+                }
+                _ => conditions::cond(
+                    CONDITION_READY,
+                    false,
+                    "CollectorRefMissing",
+                    "spec.collectorRef names no NsightOtelCollector".into(),
+                ),
+            };
+            Ok(vec![cond])
+        }
+        .boxed()
+    }
+
+    fn watch_owned(
+        controller: Controller<Self>,
+        client: &Client,
+        namespace: Option<&str>,
+    ) -> Controller<Self> {
+        controller.owns(api::<ConfigMap>(client, namespace), owned_config::<Self>())
+    }
+
+    /// A collector that appears or goes re-evaluates the proxy configs naming it.
+    fn watch_inputs(
+        controller: Controller<Self>,
+        client: &Client,
+        namespace: Option<&str>,
+    ) -> Controller<Self> {
+        let proxies = controller.store();
+        controller.watches(
+            api::<NsightOtelCollector>(client, namespace),
+            watcher::Config::default(),
+            move |collector: NsightOtelCollector| {
+                let (ns, name) = (collector.namespace(), collector.name_any());
+                proxies
+                    .state()
+                    .into_iter()
+                    .filter(|p| {
+                        p.namespace() == ns && p.spec.collector_ref.as_deref() == Some(&name)
+                    })
+                    .map(|p| ObjectRef::from_obj(&*p))
+                    .collect::<Vec<_>>()
+            },
+        )
+    }
+}
+
+impl Managed for NsightStreamer {
+    const KIND: &'static str = "NsightStreamer";
+
+    fn status(&self) -> Option<&NsightStatus> {
+        self.status.as_ref()
+    }
+
+    /// Reads the NsightCloudStorageConfig `cloudStorageRef` names (none: no storage mounted).
+    fn desired<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, Result<Desired, Error>> {
+        async move {
+            let storage =
+                storage_config(ctx, self.namespace(), self.spec.cloud_storage_ref.as_ref()).await?;
+            render::streamer::render(self, storage.as_ref(), &ctx.settings).map_err(Error::Render)
+        }
+        .boxed()
+    }
+
+    /// A storage config that appears or changes re-renders the streamers naming it.
+    fn watch_inputs(
+        controller: Controller<Self>,
+        client: &Client,
+        namespace: Option<&str>,
+    ) -> Controller<Self> {
+        let streamers = controller.store();
+        controller.watches(
+            api::<NsightCloudStorageConfig>(client, namespace),
+            watcher::Config::default(),
+            move |storage: NsightCloudStorageConfig| {
+                let (ns, name) = (storage.namespace(), storage.name_any());
+                streamers
+                    .state()
+                    .into_iter()
+                    .filter(|s| {
+                        s.namespace() == ns && s.spec.cloud_storage_ref.as_deref() == Some(&name)
+                    })
+                    .map(|s| ObjectRef::from_obj(&*s))
+                    .collect::<Vec<_>>()
+            },
+        )
+    }
+}
+
+impl Managed for NsightTenantOperator {
+    const KIND: &'static str = "NsightTenantOperator";
+    const OWNS: &'static [ObjectKind] = &[
+        ObjectKind::ServiceAccount,
+        ObjectKind::Role,
+        ObjectKind::RoleBinding,
+        ObjectKind::Service,
+        ObjectKind::Deployment,
+    ];
+
+    fn status(&self) -> Option<&NsightStatus> {
+        self.status.as_ref()
+    }
+
+    fn desired<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, Result<Desired, Error>> {
+        async move { render::tenant_operator::render(self, &ctx.settings).map_err(Error::Render) }
+            .boxed()
+    }
+
+    fn watch_owned(
+        controller: Controller<Self>,
+        client: &Client,
+        namespace: Option<&str>,
+    ) -> Controller<Self> {
+        controller
+            .owns(
+                api::<k8s_openapi::api::apps::v1::Deployment>(client, namespace),
+                owned_config::<Self>(),
+            )
+            .owns(api::<Service>(client, namespace), owned_config::<Self>())
+            .owns(
+                api::<ServiceAccount>(client, namespace),
+                owned_config::<Self>(),
+            )
+            .owns(api::<Role>(client, namespace), owned_config::<Self>())
+            .owns(
+                api::<RoleBinding>(client, namespace),
+                owned_config::<Self>(),
+            )
+    }
+}
+
+/// Runs the controllers of this module's kinds concurrently.
+pub async fn run_more(ctx: std::sync::Arc<Context>, ns: Option<&str>) {
+    futures::join!(
+        run::<NsightCloudStorageConfig>(ctx.clone(), ns),
+        run::<NsightOtelCollector>(ctx.clone(), ns),
+        run::<OTLPProxyConfig>(ctx.clone(), ns),
+        run::<NsightStreamer>(ctx.clone(), ns),
+        run::<NsightTenantOperator>(ctx.clone(), ns),
+    );
+}

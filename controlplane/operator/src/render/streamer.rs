@@ -1,0 +1,99 @@
+//! NsightStreamer -> ServiceAccount, Service (`http` 8080) and the `nsight-streamer`
+//! Deployment: the browser-based Nsight Systems GUI for one session's reports.
+//!
+//! The session comes in as `NSIGHT_SESSION_ID`; the storage config (the external Secret or the
+//! managed server's generated one, see `storage::config_secret`) is mounted and named by
+//! `NSIGHT_CLOUD_STORAGE_CONFIG_FILE`; `turn.enabled` sets `NSIGHT_STREAMER_TURN=1`. Pure.
+
+use k8s_openapi::api::core::v1::{EnvVar, KeyToPath, SecretVolumeSource, Volume};
+use nsight_api::{NsightCloudStorageConfig, NsightStreamer};
+
+use super::{
+    storage,
+    workload::{self, Main, Port},
+    Component, Desired, Object, Owner, RenderError, RenderSettings,
+};
+
+/// The image (and container) name.
+pub const NAME: &str = "nsight-streamer";
+pub const HTTP: Port = Port {
+    name: "http",
+    port: 8080,
+};
+const STORAGE_DIR: &str = "/etc/nsight/storage";
+
+fn env(name: &str, value: impl Into<String>) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value: Some(value.into()),
+        ..EnvVar::default()
+    }
+}
+
+/// `storage` is the NsightCloudStorageConfig `spec.cloudStorageRef` names, when it exists.
+pub fn render(
+    cr: &NsightStreamer,
+    storage: Option<&NsightCloudStorageConfig>,
+    settings: &RenderSettings,
+) -> Result<Desired, RenderError> {
+    let owner = Owner::of(cr, Component::Streamer)?;
+    let ports = vec![HTTP];
+    let (tmp, tmp_mount) = workload::scratch("tmp", "/tmp");
+    let mut main = Main {
+        image: settings.image(NAME),
+        ports: ports.clone(),
+        env: vec![env(
+            "NSIGHT_STREAMER_HTTP",
+            format!("0.0.0.0:{}", HTTP.port),
+        )],
+        volumes: vec![tmp],
+        mounts: vec![tmp_mount],
+        health_path: Some("/healthz"),
+        ..Main::default()
+    };
+    if let Some(session) = &cr.spec.session_id {
+        main.env.push(env("NSIGHT_SESSION_ID", session.clone()));
+    }
+    if cr.spec.turn.as_ref().is_some_and(|t| t.enabled) {
+        main.env.push(env("NSIGHT_STREAMER_TURN", "1"));
+    }
+    if let Some(secret) = storage.and_then(storage::config_secret) {
+        main.volumes.push(Volume {
+            name: "storage-config".into(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(secret.name.clone()),
+                items: Some(vec![KeyToPath {
+                    key: secret
+                        .key
+                        .clone()
+                        .unwrap_or_else(|| storage::STORAGE_CONFIG_KEY.into()),
+                    path: storage::STORAGE_CONFIG_KEY.into(),
+                    ..KeyToPath::default()
+                }]),
+                ..SecretVolumeSource::default()
+            }),
+            ..Volume::default()
+        });
+        main.mounts
+            .push(workload::read_only("storage-config", STORAGE_DIR));
+        main.env.push(env(
+            "NSIGHT_CLOUD_STORAGE_CONFIG_FILE",
+            format!("{STORAGE_DIR}/{}", storage::STORAGE_CONFIG_KEY),
+        ));
+    }
+    Ok(Desired {
+        objects: vec![
+            Object::ServiceAccount(workload::service_account(&owner)),
+            Object::Service(Box::new(workload::service(
+                &owner,
+                cr.spec.workload.service.as_ref(),
+                &ports,
+            ))),
+            Object::Deployment(Box::new(workload::deployment(
+                &owner,
+                &cr.spec.workload,
+                main,
+            ))),
+        ],
+    })
+}

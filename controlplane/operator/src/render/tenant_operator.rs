@@ -1,0 +1,112 @@
+//! NsightTenantOperator -> ServiceAccount (with an API token: it calls the API server), a Role
+//! and RoleBinding in its own namespace, Service (`http` 8080) and the `nsight-tenant-operator`
+//! Deployment.
+//!
+//! Least privilege: the Role lets it create, read and delete NsightStreamers of its namespace
+//! (one per UI session) and read their status; nothing else, nowhere else. Pure.
+
+use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use nsight_api::NsightTenantOperator;
+
+use super::{
+    workload::{self, Main, Port},
+    Component, Desired, Object, Owner, RenderError, RenderSettings,
+};
+
+/// The image (and container) name.
+pub const NAME: &str = "nsight-tenant-operator";
+pub const HTTP: Port = Port {
+    name: "http",
+    port: 8080,
+};
+/// Concurrent streamers unless `streamerLaunch.maxActive` says otherwise (the documented default).
+pub const DEFAULT_MAX_ACTIVE: u32 = 10;
+
+/// The rules of the tenant operator's Role.
+pub fn rules() -> Vec<PolicyRule> {
+    vec![
+        PolicyRule {
+            api_groups: Some(vec![nsight_api::GROUP.into()]),
+            resources: Some(vec!["nsightstreamers".into()]),
+            verbs: ["get", "list", "watch", "create", "delete"]
+                .map(String::from)
+                .to_vec(),
+            ..PolicyRule::default()
+        },
+        PolicyRule {
+            api_groups: Some(vec![nsight_api::GROUP.into()]),
+            resources: Some(vec!["nsightstreamers/status".into()]),
+            verbs: vec!["get".into()],
+            ..PolicyRule::default()
+        },
+    ]
+}
+
+pub fn render(
+    cr: &NsightTenantOperator,
+    settings: &RenderSettings,
+) -> Result<Desired, RenderError> {
+    let owner = Owner::of(cr, Component::TenantOperator)?;
+    let ports = vec![HTTP];
+    let max_active = cr
+        .spec
+        .streamer_launch
+        .as_ref()
+        .and_then(|s| s.max_active)
+        .unwrap_or(DEFAULT_MAX_ACTIVE);
+    let main = Main {
+        image: settings.image(NAME),
+        args: vec![
+            "--http".into(),
+            format!("0.0.0.0:{}", HTTP.port),
+            "--namespace".into(),
+            owner.namespace.clone(),
+            "--max-active".into(),
+            max_active.to_string(),
+        ],
+        ports: ports.clone(),
+        health_path: Some("/healthz"),
+        ..Main::default()
+    };
+    let mut service_account = workload::service_account(&owner);
+    service_account.automount_service_account_token = Some(true);
+    let mut deployment = workload::deployment(&owner, &cr.spec.workload, main);
+    if let Some(pod) = deployment
+        .spec
+        .as_mut()
+        .and_then(|s| s.template.spec.as_mut())
+    {
+        pod.automount_service_account_token = Some(true);
+    }
+    let role = Role {
+        metadata: owner.meta(owner.name.clone()),
+        rules: Some(rules()),
+    };
+    let binding = RoleBinding {
+        metadata: owner.meta(owner.name.clone()),
+        role_ref: RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: "Role".into(),
+            name: owner.name.clone(),
+        },
+        subjects: Some(vec![Subject {
+            kind: "ServiceAccount".into(),
+            name: owner.name.clone(),
+            namespace: Some(owner.namespace.clone()),
+            ..Subject::default()
+        }]),
+    };
+    Ok(Desired {
+        objects: vec![
+            Object::ServiceAccount(service_account),
+            Object::Role(role),
+            Object::RoleBinding(binding),
+            Object::Service(Box::new(workload::service(
+                &owner,
+                cr.spec.workload.service.as_ref(),
+                &ports,
+            ))),
+            Object::Deployment(Box::new(deployment)),
+        ],
+    })
+}

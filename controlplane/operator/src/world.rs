@@ -1,0 +1,399 @@
+//! What the webhook knows about the cluster, the `World`: namespace labels and
+//! NsightOperatorProfileConfigs, as an immutable [`Snapshot`] that each admission reads for
+//! one namespace ([`View`]) without copying any config.
+//!
+//! ```text
+//! API server ─watch─> reflector Store<NsightOperatorProfileConfig>  (managedFields, status dropped)
+//!            ─watch─> reflector Store<PartialObjectMeta<Namespace>> (labels only)
+//!                        │ on InitDone / Apply / Delete: rebuild that half of the index
+//!                        v
+//!                 RwLock<Arc<Snapshot>> ── view(ns) ──> decide (pure)
+//! ```
+//!
+//! Two worlds: [`KubeWorld`] (the stores above: a config created, changed or deleted applies to
+//! the next admission, no restart) and [`StaticWorld`] (fixed, from JSON: tests and the
+//! benchmark). Both answer through the same [`Snapshot`] index.
+//!
+//! Cluster-wide rules are the NsightOperatorProfileConfigs of one namespace (the operator's,
+//! `--cluster-config-namespace`): they apply to Pods of every namespace, after the Pod's own
+//! namespace's configs.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc, RwLock,
+    },
+};
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::{
+    core::PartialObjectMeta,
+    runtime::{
+        reflector::{self, Store},
+        watcher, WatchStreamExt,
+    },
+    Api, Client, ResourceExt,
+};
+use nsight_api::NsightOperatorProfileConfig;
+use serde::Deserialize;
+
+type Config = NsightOperatorProfileConfig;
+type Labels = BTreeMap<String, String>;
+
+/// What the decision reads about one namespace, at one moment.
+#[derive(Clone, Debug, Default)]
+pub struct View {
+    /// The namespace's labels (empty when unknown).
+    pub labels: Arc<Labels>,
+    /// The namespace's profile configs, sorted by name.
+    pub configs: Arc<[Arc<Config>]>,
+    /// The cluster-wide profile configs, sorted by name (empty for the cluster namespace
+    /// itself, whose configs are in `configs`).
+    pub cluster: Arc<[Arc<Config>]>,
+}
+
+impl View {
+    /// The namespace has profile configs of its own (someone asked for profiling there).
+    pub fn namespace_configured(&self) -> bool {
+        !self.configs.is_empty()
+    }
+}
+
+/// What the webhook knows about the cluster.
+pub trait World: Send + Sync {
+    /// The namespace's labels and the configs that apply to its Pods. Cheap: reference counts.
+    fn view(&self, namespace: &str) -> View;
+}
+
+/// The index the request path reads: immutable, replaced as a whole by the watchers.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    namespaces: Arc<HashMap<String, Arc<Labels>>>,
+    configs: Arc<ConfigIndex>,
+}
+
+#[derive(Debug, Default)]
+struct ConfigIndex {
+    by_namespace: HashMap<String, Arc<[Arc<Config>]>>,
+    cluster_namespace: Option<String>,
+    cluster: Arc<[Arc<Config>]>,
+}
+
+impl ConfigIndex {
+    fn build(
+        configs: impl IntoIterator<Item = Arc<Config>>,
+        cluster_namespace: Option<&str>,
+    ) -> Self {
+        let mut by_namespace: HashMap<String, Vec<Arc<Config>>> = HashMap::new();
+        for config in configs {
+            let namespace = config.metadata.namespace.clone().unwrap_or_default();
+            by_namespace.entry(namespace).or_default().push(config);
+        }
+        let by_namespace: HashMap<String, Arc<[Arc<Config>]>> = by_namespace
+            .into_iter()
+            .map(|(ns, mut list)| {
+                list.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+                (ns, list.into())
+            })
+            .collect();
+        let cluster = cluster_namespace
+            .and_then(|ns| by_namespace.get(ns).cloned())
+            .unwrap_or_else(|| Arc::from(Vec::new()));
+        Self {
+            by_namespace,
+            cluster_namespace: cluster_namespace.map(str::to_owned),
+            cluster,
+        }
+    }
+}
+
+impl Snapshot {
+    /// An index of `namespaces` (name -> labels) and `configs` (each with its
+    /// `metadata.namespace`); the configs of `cluster_namespace` apply everywhere.
+    pub fn build(
+        namespaces: impl IntoIterator<Item = (String, Labels)>,
+        configs: impl IntoIterator<Item = Arc<Config>>,
+        cluster_namespace: Option<&str>,
+    ) -> Self {
+        Self {
+            namespaces: Arc::new(index_namespaces(namespaces)),
+            configs: Arc::new(ConfigIndex::build(configs, cluster_namespace)),
+        }
+    }
+
+    /// The view of `namespace` (see [`World::view`]).
+    pub fn view(&self, namespace: &str) -> View {
+        let labels = self.namespaces.get(namespace).cloned().unwrap_or_default();
+        let configs = self
+            .configs
+            .by_namespace
+            .get(namespace)
+            .cloned()
+            .unwrap_or_else(|| Arc::from(Vec::new()));
+        let own = self.configs.cluster_namespace.as_deref() == Some(namespace);
+        let cluster = if own {
+            Arc::from(Vec::new())
+        } else {
+            self.configs.cluster.clone()
+        };
+        View {
+            labels,
+            configs,
+            cluster,
+        }
+    }
+}
+
+fn index_namespaces(
+    namespaces: impl IntoIterator<Item = (String, Labels)>,
+) -> HashMap<String, Arc<Labels>> {
+    namespaces
+        .into_iter()
+        .map(|(name, labels)| (name, Arc::new(labels)))
+        .collect()
+}
+
+/// A fixed world, for tests and for running without the API server (`nsight-operator webhook
+/// --world FILE` reads one from JSON: `{"namespaces": {"ns": {"label": "value"}}, "configs":
+/// [NsightOperatorProfileConfig, ...], "clusterNamespace": "nsight-operator"}`, each config
+/// with its `metadata.namespace`).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(from = "WorldFile")]
+pub struct StaticWorld(pub Snapshot);
+
+/// The JSON form of a [`StaticWorld`].
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorldFile {
+    pub namespaces: BTreeMap<String, Labels>,
+    pub configs: Vec<Config>,
+    pub cluster_namespace: Option<String>,
+}
+
+impl From<WorldFile> for StaticWorld {
+    fn from(file: WorldFile) -> Self {
+        Self(Snapshot::build(
+            file.namespaces,
+            file.configs.into_iter().map(Arc::new),
+            file.cluster_namespace.as_deref(),
+        ))
+    }
+}
+
+impl World for StaticWorld {
+    fn view(&self, namespace: &str) -> View {
+        self.0.view(namespace)
+    }
+}
+
+/// The world kept current from the API server by two reflectors (see the module docs).
+#[derive(Clone)]
+pub struct KubeWorld {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    snapshot: RwLock<Arc<Snapshot>>,
+    cluster_namespace: Option<String>,
+    configs: Store<Config>,
+    namespaces: Store<PartialObjectMeta<Namespace>>,
+    configs_synced: AtomicBool,
+    namespaces_synced: AtomicBool,
+}
+
+impl std::fmt::Debug for KubeWorld {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeWorld")
+            .field("cluster_namespace", &self.shared.cluster_namespace)
+            .field("synced", &self.synced())
+            .finish_non_exhaustive()
+    }
+}
+
+impl World for KubeWorld {
+    fn view(&self, namespace: &str) -> View {
+        self.snapshot().view(namespace)
+    }
+}
+
+impl KubeWorld {
+    /// The world and the future that keeps it current (run it on the runtime; it ends only
+    /// if both watch streams end, which they do not: errors are retried with backoff).
+    pub fn start(
+        client: Client,
+        cluster_namespace: Option<String>,
+    ) -> (Self, impl std::future::Future<Output = ()> + Send + 'static) {
+        let (configs, configs_writer) = reflector::store::<Config>();
+        let (namespaces, namespaces_writer) = reflector::store::<PartialObjectMeta<Namespace>>();
+        let world = Self {
+            shared: Arc::new(Shared {
+                snapshot: RwLock::new(Arc::new(Snapshot::default())),
+                cluster_namespace,
+                configs,
+                namespaces,
+                configs_synced: AtomicBool::new(false),
+                namespaces_synced: AtomicBool::new(false),
+            }),
+        };
+        let config_events = watcher(
+            Api::<Config>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .default_backoff()
+        .modify(|c: &mut Config| {
+            c.managed_fields_mut().clear();
+            c.annotations_mut().clear();
+            c.status = None;
+        })
+        .reflect(configs_writer);
+        let namespace_events = watcher(
+            Api::<PartialObjectMeta<Namespace>>::all(client),
+            watcher::Config::default(),
+        )
+        .default_backoff()
+        .modify(|n: &mut PartialObjectMeta<Namespace>| {
+            n.managed_fields_mut().clear();
+            n.annotations_mut().clear();
+        })
+        .reflect(namespaces_writer);
+        let (a, b) = (world.clone(), world.clone());
+        let run = async move {
+            futures::join!(
+                follow(config_events, "NsightOperatorProfileConfig", move || a
+                    .rebuild_configs()),
+                follow(namespace_events, "Namespace", move || b
+                    .rebuild_namespaces()),
+            );
+        };
+        (world, run)
+    }
+
+    /// Both initial lists are in.
+    pub fn synced(&self) -> bool {
+        self.shared.configs_synced.load(Ordering::Acquire)
+            && self.shared.namespaces_synced.load(Ordering::Acquire)
+    }
+
+    /// The current index.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.shared
+            .snapshot
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    fn replace(&self, f: impl FnOnce(&Snapshot) -> Snapshot) {
+        let mut guard = self
+            .shared
+            .snapshot
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let next = f(&guard);
+        *guard = Arc::new(next);
+    }
+
+    fn rebuild_configs(&self) {
+        let index = Arc::new(ConfigIndex::build(
+            self.shared.configs.state(),
+            self.shared.cluster_namespace.as_deref(),
+        ));
+        self.replace(|old| Snapshot {
+            namespaces: old.namespaces.clone(),
+            configs: index,
+        });
+        self.shared.configs_synced.store(true, Ordering::Release);
+    }
+
+    fn rebuild_namespaces(&self) {
+        let namespaces =
+            Arc::new(index_namespaces(self.shared.namespaces.state().iter().map(
+                |n| (n.name_any(), n.metadata.labels.clone().unwrap_or_default()),
+            )));
+        self.replace(|old| Snapshot {
+            namespaces,
+            configs: old.configs.clone(),
+        });
+        self.shared.namespaces_synced.store(true, Ordering::Release);
+    }
+}
+
+/// Drives one reflected watch stream; after the initial list and after every change, calls
+/// `rebuild`. Watch errors are logged (the stream retries with backoff).
+async fn follow<K>(
+    events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
+    what: &'static str,
+    rebuild: impl Fn(),
+) {
+    let mut events = std::pin::pin!(events);
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
+            Ok(watcher::Event::InitDone) => {
+                rebuild();
+                tracing::info!(kind = what, "webhook cache synced");
+            }
+            Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) => rebuild(),
+            Err(e) => tracing::warn!(kind = what, error = %e, "watch failed; retrying"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use serde_json::json;
+
+    use super::*;
+
+    fn world() -> StaticWorld {
+        serde_json::from_value(json!({
+            "namespaces": {"team": {"tier": "gpu"}},
+            "clusterNamespace": "nsight-operator",
+            "configs": [
+                {"metadata": {"name": "b", "namespace": "team"}, "spec": {}},
+                {"metadata": {"name": "a", "namespace": "team"}, "spec": {}},
+                {"metadata": {"name": "global", "namespace": "nsight-operator"}, "spec": {}}
+            ]
+        }))
+        .unwrap()
+    }
+
+    fn names(list: &[Arc<Config>]) -> Vec<&str> {
+        list.iter()
+            .map(|c| c.metadata.name.as_deref().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_view_has_the_namespace_configs_sorted_then_the_cluster_ones() {
+        let view = world().view("team");
+        assert_eq!(view.labels.get("tier").map(String::as_str), Some("gpu"));
+        assert_eq!(names(&view.configs), ["a", "b"]);
+        assert_eq!(names(&view.cluster), ["global"]);
+        assert!(view.namespace_configured());
+    }
+
+    #[test]
+    fn the_cluster_namespace_does_not_see_its_configs_twice() {
+        let view = world().view("nsight-operator");
+        assert_eq!(names(&view.configs), ["global"]);
+        assert!(view.cluster.is_empty());
+    }
+
+    #[test]
+    fn an_unknown_namespace_has_only_the_cluster_rules() {
+        let view = world().view("elsewhere");
+        assert!(view.labels.is_empty() && !view.namespace_configured());
+        assert_eq!(names(&view.cluster), ["global"]);
+    }
+
+    #[test]
+    fn a_world_file_with_an_unknown_field_is_refused() {
+        let err = serde_json::from_value::<StaticWorld>(json!({"config": []})).unwrap_err();
+        assert!(err.to_string().contains("unknown field"), "{err}");
+    }
+}

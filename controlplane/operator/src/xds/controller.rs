@@ -1,0 +1,330 @@
+//! The shell that feeds gateways: a kube-runtime `Controller` over NsightGateway, triggered also
+//! by the Secrets a gateway references and the operator-labelled Services of its namespace.
+//!
+//! ```text
+//! NsightGateway | Secret (referenced) | Service (managed-by=nsight-operator, same namespace)
+//!   ─> reconcile: list Services, get Secrets ─> translate (pure) ─> XdsHandle::set_ir(node)
+//!                                                     └ invalid: publish nothing (last good kept)
+//!      ─> status: TLSSecretValid, AuthConfigValid, XdsConfigured (field manager nsight-operator-xds)
+//! ```
+//! Owns the reads, the publish and the status write; what the IR looks like is `translate`.
+
+use std::{
+    collections::BTreeMap,
+    sync::Arc,
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use futures::StreamExt;
+use k8s_openapi::{
+    api::core::v1::{Secret, Service},
+    apimachinery::pkg::apis::meta::v1::Time,
+    jiff::Timestamp,
+    NamespaceResourceScope,
+};
+use kube::{
+    api::{ListParams, PartialObjectMeta, Patch, PatchParams},
+    runtime::{controller::Action, reflector::ObjectRef, watcher, Controller},
+    Api, Client, Resource, ResourceExt,
+};
+use nsight_api::{NsightGateway, NsightStatus};
+use nsight_gateway::{cache::node_id, server::XdsHandle};
+use serde_json::json;
+
+use super::translate::{self, Inputs, XdsSettings};
+use crate::{
+    conditions::{self, Cond},
+    controller::backoff,
+    render::{LABEL_MANAGED_BY, MANAGER},
+};
+
+/// The status field manager of this controller (the reconcile controller uses `nsight-operator`).
+pub const STATUS_MANAGER: &str = "nsight-operator-xds";
+/// The condition saying whether Envoy has the gateway's current configuration.
+pub const CONDITION_XDS: &str = "XdsConfigured";
+
+/// What every reconcile shares.
+pub struct XdsContext {
+    pub client: Client,
+    pub xds: Arc<XdsHandle>,
+    pub settings: XdsSettings,
+    failures: std::sync::Mutex<BTreeMap<String, u32>>,
+}
+
+impl std::fmt::Debug for XdsContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XdsContext")
+            .field("xds", &self.xds.local_addr())
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl XdsContext {
+    pub fn new(client: Client, xds: Arc<XdsHandle>, settings: XdsSettings) -> Self {
+        Self {
+            client,
+            xds,
+            settings,
+            failures: std::sync::Mutex::default(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot list the Services of namespace {namespace}")]
+    ListServices {
+        namespace: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot read Secret {namespace}/{name}")]
+    ReadSecret {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot update the status")]
+    Status(#[source] kube::Error),
+}
+
+fn api<T>(client: &Client, namespace: Option<&str>) -> Api<T>
+where
+    T: Resource<DynamicType = (), Scope = NamespaceResourceScope>,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+fn unix_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+/// `XdsConfigured` from what was published and what Envoy said (pure).
+pub fn xds_condition(
+    node: &str,
+    published: Result<u64, String>,
+    had_snapshot: bool,
+    unresolved_nack: Option<(&str, &str)>,
+) -> Cond {
+    match (published, unresolved_nack) {
+        (Ok(_), Some((kind, message))) => Cond {
+            type_: CONDITION_XDS,
+            status: false,
+            reason: "Rejected",
+            message: format!("Envoy ({node}) rejected the {kind} configuration and keeps serving the last one it accepted: {message}"),
+        },
+        (Ok(version), None) => Cond {
+            type_: CONDITION_XDS,
+            status: true,
+            reason: "Published",
+            message: format!("snapshot {version} published for node {node}"),
+        },
+        (Err(why), _) if had_snapshot => Cond {
+            type_: CONDITION_XDS,
+            status: false,
+            reason: "LastGoodConfigKept",
+            message: format!("not reconfigured ({why}); Envoy ({node}) keeps serving the last good configuration"),
+        },
+        (Err(why), _) => Cond {
+            type_: CONDITION_XDS,
+            status: false,
+            reason: "NotConfigured",
+            message: format!("no configuration published for node {node} ({why}); the gateway serves nothing until this is fixed"),
+        },
+    }
+}
+
+async fn reconcile_inner(gw: &NsightGateway, ctx: &XdsContext) -> Result<Action, Error> {
+    let namespace = gw.namespace().unwrap_or_default();
+    let name = gw.name_any();
+    let node = node_id::gateway(&namespace, &name);
+    let services = Api::<Service>::namespaced(ctx.client.clone(), &namespace)
+        .list(&ListParams::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGER}")))
+        .await
+        .map_err(|source| Error::ListServices {
+            namespace: namespace.clone(),
+            source,
+        })?
+        .items;
+    let mut secrets = BTreeMap::new();
+    let secret_api = Api::<Secret>::namespaced(ctx.client.clone(), &namespace);
+    for secret in translate::referenced_secrets(gw) {
+        let found = secret_api
+            .get_opt(&secret)
+            .await
+            .map_err(|source| Error::ReadSecret {
+                namespace: namespace.clone(),
+                name: secret.clone(),
+                source,
+            })?;
+        if let Some(found) = found {
+            secrets.insert(secret, found);
+        }
+    }
+    let out = translate::translate(
+        &Inputs {
+            gateway: gw,
+            services: &services,
+            secrets: &secrets,
+            now: unix_now(),
+        },
+        &ctx.settings,
+    );
+    let had_snapshot = ctx.xds.snapshot(&node).is_some();
+    let published = match &out.ir {
+        Ok(ir) => ctx.xds.set_ir(&node, ir).map_err(|e| e.to_string()),
+        Err(why) => Err(why.clone()),
+    };
+    if let Err(why) = &published {
+        tracing::warn!(%node, reason = %why, "gateway not reconfigured");
+    }
+    let status = ctx.xds.node_status(&node);
+    let nack = status.as_ref().and_then(|s| {
+        s.nacks
+            .iter()
+            .find(|(_, n)| !n.resolved)
+            .map(|(kind, n)| (*kind, n.message.clone()))
+    });
+    let mut conds = out.conditions;
+    conds.push(xds_condition(
+        &node,
+        published,
+        had_snapshot,
+        nack.as_ref().map(|(k, m)| (*k, m.as_str())),
+    ));
+    let previous = gw.status.as_ref().map_or(&[][..], |s| &s.conditions[..]);
+    let merged = conditions::merge(
+        previous,
+        &conds,
+        gw.meta().generation,
+        &Time(Timestamp::now()),
+    );
+    if merged != previous {
+        let body = json!({
+            "apiVersion": NsightGateway::api_version(&()),
+            "kind": NsightGateway::kind(&()),
+            "status": NsightStatus { conditions: merged, observed_generation: None },
+        });
+        Api::<NsightGateway>::namespaced(ctx.client.clone(), &namespace)
+            .patch_status(
+                &name,
+                &PatchParams::apply(STATUS_MANAGER).force(),
+                &Patch::Apply(&body),
+            )
+            .await
+            .map_err(Error::Status)?;
+    }
+    // Look again soon while a connected Envoy has not caught up (a NACK becomes a condition).
+    let connected = status.as_ref().is_some_and(|s| s.streams > 0);
+    Ok(Action::requeue(if connected && !ctx.xds.in_sync(&node) {
+        Duration::from_secs(2)
+    } else {
+        Duration::from_secs(60)
+    }))
+}
+
+fn key(gw: &NsightGateway) -> String {
+    format!("{}/{}", gw.namespace().unwrap_or_default(), gw.name_any())
+}
+
+async fn reconcile(gw: Arc<NsightGateway>, ctx: Arc<XdsContext>) -> Result<Action, Error> {
+    let result = reconcile_inner(&gw, &ctx).await;
+    if result.is_ok() {
+        if let Ok(mut f) = ctx.failures.lock() {
+            f.remove(&key(&gw));
+        }
+    }
+    result
+}
+
+fn error_policy(gw: Arc<NsightGateway>, error: &Error, ctx: Arc<XdsContext>) -> Action {
+    let failures = ctx.failures.lock().map_or(1, |mut f| {
+        let n = f.entry(key(&gw)).or_insert(0);
+        *n = n.saturating_add(1);
+        *n
+    });
+    let mut chain = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(s) = source {
+        chain.push_str(": ");
+        chain.push_str(&s.to_string());
+        source = s.source();
+    }
+    tracing::warn!(gateway = %key(&gw), error = %chain, failures, "xDS reconcile failed");
+    Action::requeue(backoff(failures))
+}
+
+/// Runs until the watches end (never, in practice).
+pub async fn run(ctx: Arc<XdsContext>, namespace: Option<String>) {
+    let client = ctx.client.clone();
+    let ns = namespace.as_deref();
+    let controller = Controller::new(
+        api::<NsightGateway>(&client, ns),
+        watcher::Config::default(),
+    );
+    let by_secret = controller.store();
+    let by_service = controller.store();
+    controller
+        // Metadata only: the cache holds no Secret data (the reconcile reads by name).
+        .watches(
+            api::<PartialObjectMeta<Secret>>(&client, ns),
+            watcher::Config::default(),
+            move |secret: PartialObjectMeta<Secret>| {
+                let (ns, name) = (secret.namespace(), secret.name_any());
+                by_secret
+                    .state()
+                    .into_iter()
+                    .filter(|g| {
+                        g.namespace() == ns && translate::referenced_secrets(g).contains(&name)
+                    })
+                    .map(|g| ObjectRef::from_obj(&*g))
+                    .collect::<Vec<_>>()
+            },
+        )
+        .watches(
+            api::<Service>(&client, ns),
+            watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGER}")),
+            move |service: Service| {
+                let ns = service.namespace();
+                by_service
+                    .state()
+                    .into_iter()
+                    .filter(|g| g.namespace() == ns)
+                    .map(|g| ObjectRef::from_obj(&*g))
+                    .collect::<Vec<_>>()
+            },
+        )
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "xDS controller event");
+            }
+        })
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn xds_condition_cases() {
+        let c = xds_condition("n", Ok(3), false, None);
+        assert!(c.status && c.reason == "Published" && c.message.contains("snapshot 3"));
+        let c = xds_condition("n", Ok(3), true, Some(("listener", "bad key")));
+        assert!(!c.status && c.reason == "Rejected" && c.message.contains("bad key"));
+        let c = xds_condition("n", Err("see condition TLSSecretValid".into()), true, None);
+        assert!(
+            !c.status && c.reason == "LastGoodConfigKept" && c.message.contains("TLSSecretValid")
+        );
+        let c = xds_condition("n", Err("x".into()), false, None);
+        assert_eq!(c.reason, "NotConfigured");
+    }
+}

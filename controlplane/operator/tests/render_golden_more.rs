@@ -1,0 +1,576 @@
+//! Golden tests of the storage, collector, OTLP proxy, streamer, tenant operator and
+//! perf_event_paranoid renders: `tests/data/render/<case>.yaml` (the custom resource, then what
+//! it references; for `machine-config-*`, the manager's cluster-wide setting and namespace) ->
+//! `<case>.out.yaml`. `NSIGHT_UPDATE_GOLDEN=1 cargo test -p nsight-operator
+//! --test render_golden_more` rewrites them; review the diff.
+//!
+//! Besides the goldens: owner reference and labels on every object, selectors matching the Pod
+//! templates, Service target ports that exist, the external Secret check, least-privilege RBAC,
+//! the `machineConfig` default / set / `null` settings (one DaemonSet, no owner, common labels).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "tests"
+)]
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+};
+
+use k8s_openapi::{api::core::v1::Secret, ByteString};
+use nsight_api::{
+    NsightCloudStorageConfig, NsightOtelCollector, NsightStreamer, NsightTenantOperator,
+    OTLPProxyConfig, SecretRef,
+};
+use nsight_operator::{
+    render::{
+        otel_collector, otlp_proxy, perf_event,
+        storage::{self, Credentials},
+        streamer, tenant_operator, Desired, Object, ObjectKind, RenderSettings, LABEL_MANAGED_BY,
+        LABEL_OWNER_KIND,
+    },
+    settings::MachineConfig,
+};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+fn dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/render")
+}
+
+fn settings() -> RenderSettings {
+    RenderSettings {
+        image_repository: "registry.test/nsight/".into(),
+        image_tag: "1.2.3".into(),
+        ..RenderSettings::default()
+    }
+}
+
+fn credentials() -> Credentials {
+    Credentials {
+        user: "nsight-user".into(),
+        password: "not-a-real-password".into(),
+    }
+}
+
+fn docs(case: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(dir().join(format!("{case}.yaml"))).unwrap();
+    text.split("\n---\n")
+        .map(|doc| serde_norway::from_str(doc).unwrap())
+        .collect()
+}
+
+fn parse<T: DeserializeOwned>(doc: &Value) -> T {
+    serde_json::from_value(doc.clone()).unwrap()
+}
+
+fn render_case(case: &str) -> (Value, Desired) {
+    let docs = docs(case);
+    let cr = docs[0].clone();
+    let s = settings();
+    let desired = match cr["kind"].as_str().unwrap() {
+        "NsightCloudStorageConfig" => storage::render(&parse(&cr), &credentials(), &s),
+        "NsightOtelCollector" => otel_collector::render(&parse(&cr), &s),
+        "OTLPProxyConfig" => otlp_proxy::render(&parse(&cr), &s),
+        "NsightStreamer" => {
+            let storage = docs.get(1).map(parse::<NsightCloudStorageConfig>);
+            streamer::render(&parse(&cr), storage.as_ref(), &s)
+        }
+        "NsightTenantOperator" => tenant_operator::render(&parse(&cr), &s),
+        other => panic!("no render for {other}"),
+    }
+    .unwrap();
+    (cr, desired)
+}
+
+fn to_yaml(desired: &Desired) -> String {
+    desired
+        .objects
+        .iter()
+        .map(|o| serde_norway::to_string(o).unwrap())
+        .collect::<Vec<_>>()
+        .join("---\n")
+}
+
+/// The manager's setting (`machineConfig`, `namespace`) of a `machine-config-*` case.
+fn machine_case(case: &str) -> (Option<MachineConfig>, String) {
+    let doc = &docs(case)[0];
+    (
+        parse(&doc["machineConfig"]),
+        doc["namespace"].as_str().unwrap().to_owned(),
+    )
+}
+
+fn render_machine(case: &str) -> Desired {
+    let (machine, namespace) = machine_case(case);
+    perf_event::render(machine.as_ref(), &namespace)
+}
+
+const MACHINE_CASES: [&str; 3] = [
+    "machine-config-default",
+    "machine-config-gpu",
+    "machine-config-null",
+];
+
+const CASES: [&str; 7] = [
+    "storage-minio",
+    "storage-minio-persistent",
+    "storage-s3",
+    "otel-collector",
+    "otlp-proxy",
+    "streamer",
+    "tenant-operator",
+];
+
+#[test]
+fn renders_match_goldens() {
+    for case in CASES.into_iter().chain(MACHINE_CASES) {
+        let desired = if case.starts_with("machine-config") {
+            render_machine(case)
+        } else {
+            render_case(case).1
+        };
+        let got = to_yaml(&desired);
+        let golden: &Path = &dir().join(format!("{case}.out.yaml"));
+        if std::env::var_os("NSIGHT_UPDATE_GOLDEN").is_some() {
+            std::fs::write(golden, &got).unwrap();
+        }
+        let want = std::fs::read_to_string(golden).unwrap_or_default();
+        assert_eq!(
+            got,
+            want,
+            "render of {case} differs from {}; review and rerun with NSIGHT_UPDATE_GOLDEN=1",
+            golden.display()
+        );
+    }
+}
+
+/// The workload objects' `(selector, Pod template)`.
+fn workloads(desired: &Desired) -> Vec<(Value, Value)> {
+    desired
+        .objects
+        .iter()
+        .filter(|o| {
+            matches!(
+                o.kind(),
+                ObjectKind::Deployment | ObjectKind::StatefulSet | ObjectKind::DaemonSet
+            )
+        })
+        .map(|o| {
+            let v = serde_json::to_value(o).unwrap();
+            (
+                v["spec"]["selector"]["matchLabels"].clone(),
+                v["spec"]["template"].clone(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn every_object_is_owned_labelled_and_selectable() {
+    for case in CASES {
+        let (cr, desired) = render_case(case);
+        let kind = cr["kind"].as_str().unwrap();
+        let name = cr["metadata"]["name"].as_str().unwrap();
+        for object in &desired.objects {
+            let v = serde_json::to_value(object).unwrap();
+            let what = format!("{case}: {} {}", v["kind"], v["metadata"]["name"]);
+            assert_eq!(
+                v["metadata"]["namespace"], cr["metadata"]["namespace"],
+                "{what}"
+            );
+            let owner = &v["metadata"]["ownerReferences"][0];
+            assert_eq!(owner["kind"], kind, "{what}");
+            assert_eq!(owner["name"], name, "{what}");
+            assert_eq!(owner["uid"], cr["metadata"]["uid"], "{what}");
+            assert_eq!(owner["controller"], true, "{what}");
+            let labels = &v["metadata"]["labels"];
+            assert_eq!(labels[LABEL_MANAGED_BY], "nsight-operator", "{what}");
+            assert_eq!(labels[LABEL_OWNER_KIND], kind, "{what}");
+            assert_eq!(labels["app.kubernetes.io/instance"], name, "{what}");
+        }
+        let workloads = workloads(&desired);
+        for (selector, template) in &workloads {
+            for (k, v) in selector.as_object().unwrap() {
+                assert_eq!(
+                    &template["metadata"]["labels"][k], v,
+                    "{case}: selector {k} not on the Pod template"
+                );
+            }
+        }
+        let services: Vec<Value> = desired
+            .objects
+            .iter()
+            .filter(|o| o.kind() == ObjectKind::Service)
+            .map(|o| serde_json::to_value(o).unwrap())
+            .collect();
+        for service in services {
+            let (selector, template) = &workloads[0];
+            assert_eq!(&service["spec"]["selector"], selector, "{case}");
+            let names: Vec<&Value> = template["spec"]["containers"][0]["ports"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| &p["name"])
+                .collect();
+            for port in service["spec"]["ports"].as_array().unwrap() {
+                assert!(
+                    names.contains(&&port["targetPort"]),
+                    "{case}: Service targets {} which the container does not name",
+                    port["targetPort"]
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_managed_server_gets_credentials_from_its_secret_and_a_volume() {
+    let (_, desired) = render_case("storage-minio");
+    let kinds: Vec<ObjectKind> = desired.objects.iter().map(Object::kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            ObjectKind::ServiceAccount,
+            ObjectKind::Secret,
+            ObjectKind::Service,
+            ObjectKind::StatefulSet
+        ]
+    );
+    let v = to_yaml(&desired);
+    assert!(v.contains("name: reports-credentials"), "{v}");
+    assert!(
+        v.contains("endpoint_url: http://reports.research.svc:9100"),
+        "{v}"
+    );
+    let set = serde_json::to_value(&desired.objects[3]).unwrap();
+    let pod = &set["spec"]["template"]["spec"];
+    assert_eq!(pod["containers"][0]["image"], storage::DEFAULT_IMAGE);
+    let volumes: Vec<&str> = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert!(volumes.contains(&"data"), "ephemeral data: {volumes:?}");
+    assert!(set["spec"]["volumeClaimTemplates"].is_null());
+    // The password only ever sits in the Secret, never in the StatefulSet.
+    assert!(!set.to_string().contains("not-a-real-password"));
+
+    let (_, desired) = render_case("storage-minio-persistent");
+    let set = serde_json::to_value(&desired.objects[3]).unwrap();
+    let claim = &set["spec"]["volumeClaimTemplates"][0];
+    assert_eq!(claim["metadata"]["name"], "data");
+    assert_eq!(claim["spec"]["storageClassName"], "fast-ssd");
+    assert_eq!(claim["spec"]["resources"]["requests"]["storage"], "20Gi");
+    // Pruning selects by managed-by + owner kind: a volume of reports must never match.
+    assert!(claim["metadata"]["labels"][LABEL_MANAGED_BY].is_null());
+    let pod = &set["spec"]["template"]["spec"];
+    assert!(!pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|v| v["name"] == "data"));
+    assert_eq!(pod["containers"][0]["image"], "registry.test/s3/minio:2025");
+
+    let (_, desired) = render_case("storage-s3");
+    assert!(desired.objects.is_empty());
+}
+
+fn storage_cr(yaml: &str) -> NsightCloudStorageConfig {
+    let doc = format!("apiVersion: nvidia.com/v1alpha1\nkind: NsightCloudStorageConfig\nmetadata: {{name: st}}\n{yaml}");
+    serde_norway::from_str(&doc).unwrap()
+}
+
+#[test]
+fn the_backend_follows_storage_type_and_the_minio_switch() {
+    use storage::Backend;
+    let r = |n: &str| {
+        Some(SecretRef {
+            name: n.into(),
+            key: None,
+        })
+    };
+    assert_eq!(storage::backend(&storage_cr("spec: {}")), Backend::Managed);
+    assert_eq!(
+        storage::backend(&storage_cr(
+            "spec: {storage_type: s3, secretRef: {name: s}}"
+        )),
+        Backend::External(r("s"))
+    );
+    assert_eq!(
+        storage::backend(&storage_cr(
+            "spec: {minio: {enabled: false}, secretRef: {name: s}}"
+        )),
+        Backend::External(r("s"))
+    );
+    assert_eq!(
+        storage::backend(&storage_cr("spec: {storage_type: local}")),
+        Backend::Local
+    );
+    assert_eq!(
+        storage::backend(&storage_cr("spec: {enabled: false}")),
+        Backend::Disabled
+    );
+    assert_eq!(
+        storage::config_secret(&storage_cr("spec: {}")),
+        Some(SecretRef {
+            name: "st-credentials".into(),
+            key: Some("storage-config.yaml".into())
+        })
+    );
+    assert_eq!(
+        storage::config_secret(&storage_cr("spec: {storage_type: local}")),
+        None
+    );
+}
+
+fn secret(key: &str, text: &str) -> Secret {
+    Secret {
+        data: Some(BTreeMap::from([(
+            key.to_owned(),
+            ByteString(text.as_bytes().to_vec()),
+        )])),
+        ..Secret::default()
+    }
+}
+
+#[test]
+fn an_external_bucket_secret_is_checked_with_the_agents_parser() {
+    let r = SecretRef {
+        name: "team-s3-credentials".into(),
+        key: None,
+    };
+    let good = "storage_type: s3\nbucket_name: my-profiling-results\naws_access_key_id: AKIA\n\
+                aws_secret_access_key: TOP-SECRET-VALUE\nregion_name: us-west-2\n";
+    let check = storage::check_secret(Some(&r), Some(&secret("storage-config.yaml", good)));
+    assert!(check.valid, "{check:?}");
+    assert_eq!(check.reason, "SecretValid");
+
+    let check = storage::check_secret(None, None);
+    assert_eq!((check.valid, check.reason), (false, "SecretRefMissing"));
+    let check = storage::check_secret(Some(&r), None);
+    assert_eq!((check.valid, check.reason), (false, "SecretMissing"));
+    assert!(check.message.contains("team-s3-credentials"), "{check:?}");
+    let check = storage::check_secret(Some(&r), Some(&secret("config.yaml", good)));
+    assert_eq!((check.valid, check.reason), (false, "SecretKeyMissing"));
+    assert!(check.message.contains("storage-config.yaml"), "{check:?}");
+    // `secretRef.key` names another key.
+    let keyed = SecretRef {
+        key: Some("config.yaml".into()),
+        ..r.clone()
+    };
+    assert!(storage::check_secret(Some(&keyed), Some(&secret("config.yaml", good))).valid);
+
+    let no_bucket =
+        "storage_type: s3\naws_access_key_id: AKIA\naws_secret_access_key: TOP-SECRET-VALUE\n";
+    let check = storage::check_secret(Some(&r), Some(&secret("storage-config.yaml", no_bucket)));
+    assert_eq!((check.valid, check.reason), (false, "SecretInvalid"));
+    assert!(check.message.contains("bucket_name"), "{check:?}");
+    assert!(!check.message.contains("TOP-SECRET-VALUE"), "{check:?}");
+    let check = storage::check_secret(
+        Some(&r),
+        Some(&secret("storage-config.yaml", "[not, a, mapping")),
+    );
+    assert_eq!((check.valid, check.reason), (false, "SecretInvalid"));
+}
+
+#[test]
+fn the_collector_config_exports_to_every_exporter_and_rolls_on_change() {
+    let (cr, desired) = render_case("otel-collector");
+    let mut cr: NsightOtelCollector = parse(&cr);
+    let config = otel_collector::config(&cr);
+    assert_eq!(
+        config["service"]["pipelines"]["traces"]["exporters"],
+        serde_json::json!(["debug", "otlp/jaeger"])
+    );
+    assert_eq!(
+        config["exporters"]["otlp/jaeger"]["endpoint"],
+        "jaeger-collector.observability.svc:4317"
+    );
+    let hash = |d: &Desired| {
+        let v = serde_json::to_value(d.deployment("otel").unwrap()).unwrap();
+        assert_eq!(v["spec"]["replicas"], 2);
+        v["spec"]["template"]["metadata"]["annotations"][otel_collector::CONFIG_HASH_ANNOTATION]
+            .clone()
+    };
+    let before = hash(&desired);
+    cr.spec.exporters[0].endpoint = "jaeger-collector.observability.svc:14317".into();
+    let after = hash(&otel_collector::render(&cr, &settings()).unwrap());
+    assert_ne!(before, after, "a config change must roll the Pods");
+}
+
+#[test]
+fn the_proxy_config_points_the_sidecar_at_the_collector() {
+    let (cr, desired) = render_case("otlp-proxy");
+    let v = serde_json::to_value(&desired.objects[0]).unwrap();
+    assert_eq!(
+        v["data"][otlp_proxy::ENDPOINT_KEY],
+        "http://otel.research.svc:4318"
+    );
+    assert_eq!(v["data"][otlp_proxy::PORT_KEY], "4320");
+    let envoy: Value =
+        serde_json::from_str(v["data"][otlp_proxy::ENVOY_KEY].as_str().unwrap()).unwrap();
+    let listener = &envoy["static_resources"]["listeners"][0]["address"]["socket_address"];
+    assert_eq!(listener["address"], "127.0.0.1");
+    assert_eq!(listener["port_value"], 4320);
+    // Without a collector there is nothing to forward to: only the port.
+    let mut cr: OTLPProxyConfig = parse(&cr);
+    cr.spec.collector_ref = None;
+    let v =
+        serde_json::to_value(&otlp_proxy::render(&cr, &settings()).unwrap().objects[0]).unwrap();
+    assert_eq!(v["data"].as_object().unwrap().len(), 1);
+}
+
+#[test]
+fn the_streamer_mounts_its_storage_config_and_names_its_session() {
+    let (_, desired) = render_case("streamer");
+    let d = serde_json::to_value(desired.deployment("streamer-5f2c").unwrap()).unwrap();
+    let pod = &d["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["volumes"][1]["secret"]["secretName"],
+        "reports-credentials"
+    );
+    let env = &pod["containers"][0]["env"];
+    let get = |name: &str| {
+        env.as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name)
+            .map(|e| e["value"].clone())
+    };
+    assert_eq!(
+        get("NSIGHT_SESSION_ID"),
+        Some("5f2c9a8e-1b7d-4c3e-9f00-0123456789ab".into())
+    );
+    assert_eq!(
+        get("NSIGHT_CLOUD_STORAGE_CONFIG_FILE"),
+        Some("/etc/nsight/storage/storage-config.yaml".into())
+    );
+    assert_eq!(get("NSIGHT_STREAMER_TURN"), Some("1".into()));
+    assert_eq!(
+        pod["containers"][0]["image"],
+        "registry.test/nsight/nsight-streamer:1.2.3"
+    );
+    let cr: NsightStreamer = parse(&docs("streamer")[0]);
+    let alone = streamer::render(&cr, None, &settings()).unwrap();
+    assert!(!to_yaml(&alone).contains("NSIGHT_CLOUD_STORAGE_CONFIG_FILE"));
+}
+
+#[test]
+fn the_tenant_operator_may_only_manage_streamers_of_its_namespace() {
+    let (_, desired) = render_case("tenant-operator");
+    let role = desired
+        .objects
+        .iter()
+        .find(|o| o.kind() == ObjectKind::Role)
+        .map(|o| serde_json::to_value(o).unwrap())
+        .unwrap();
+    assert_eq!(role["metadata"]["namespace"], "research");
+    let rules = role["rules"].as_array().unwrap();
+    for rule in rules {
+        assert_eq!(rule["apiGroups"], serde_json::json!(["nvidia.com"]));
+        for r in rule["resources"].as_array().unwrap() {
+            assert!(r.as_str().unwrap().starts_with("nsightstreamers"), "{rule}");
+        }
+        assert!(!rule.to_string().contains('*'), "no wildcard: {rule}");
+    }
+    let binding = desired
+        .objects
+        .iter()
+        .find(|o| o.kind() == ObjectKind::RoleBinding)
+        .map(|o| serde_json::to_value(o).unwrap())
+        .unwrap();
+    assert_eq!(binding["roleRef"]["kind"], "Role");
+    assert_eq!(binding["subjects"][0]["name"], "tenant-operator");
+    let d = serde_json::to_value(desired.deployment("tenant-operator").unwrap()).unwrap();
+    let pod = &d["spec"]["template"]["spec"];
+    assert_eq!(pod["automountServiceAccountToken"], true);
+    assert_eq!(pod["serviceAccountName"], "tenant-operator");
+    let args = pod["containers"][0]["args"].to_string();
+    assert!(args.contains(r#""--max-active","4""#), "{args}");
+    let cr: NsightTenantOperator = parse(&docs("tenant-operator")[0]);
+    let mut defaulted = cr.clone();
+    defaulted.spec.streamer_launch = None;
+    let d = tenant_operator::render(&defaulted, &settings()).unwrap();
+    assert!(to_yaml(&d).contains("- '10'"), "default maxActive 10");
+}
+
+fn init_args(desired: &Desired) -> Value {
+    let v = serde_json::to_value(&desired.objects[0]).unwrap();
+    assert_eq!(v["kind"], "DaemonSet");
+    let init = &v["spec"]["template"]["spec"]["initContainers"][0];
+    assert_eq!(init["securityContext"]["privileged"], true);
+    let pause = &v["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(pause["securityContext"]["runAsNonRoot"], true);
+    init["args"][0].clone()
+}
+
+#[test]
+fn machine_config_default_writes_2_set_writes_its_value_null_writes_nothing() {
+    let desired = render_machine("machine-config-default");
+    let script = init_args(&desired);
+    assert!(
+        script
+            .as_str()
+            .unwrap()
+            .starts_with("echo 2 > /proc/sys/kernel/perf_event_paranoid"),
+        "{script}"
+    );
+    // One cluster-wide object: a fixed name in the operator's namespace, no owner (no custom
+    // resource owns it), the common labels, a selector its Pod template matches.
+    let v = serde_json::to_value(&desired.objects[0]).unwrap();
+    assert_eq!(desired.objects.len(), 1);
+    assert_eq!(v["metadata"]["name"], perf_event::DAEMON_SET_NAME);
+    assert_eq!(v["metadata"]["namespace"], "nsight-operator");
+    assert!(v["metadata"]["ownerReferences"].is_null(), "{v}");
+    let labels = &v["metadata"]["labels"];
+    assert_eq!(labels[LABEL_MANAGED_BY], "nsight-operator");
+    assert_eq!(labels[LABEL_OWNER_KIND], perf_event::OWNER_KIND);
+    for (selector, template) in workloads(&desired) {
+        for (k, val) in selector.as_object().unwrap() {
+            assert_eq!(&template["metadata"]["labels"][k], val, "selector {k}");
+        }
+    }
+    let desired = render_machine("machine-config-gpu");
+    let script = init_args(&desired);
+    assert!(
+        script.as_str().unwrap().starts_with("echo 1 > "),
+        "{script}"
+    );
+    let v = serde_json::to_value(&desired.objects[0]).unwrap();
+    assert_eq!(v["metadata"]["namespace"], "gpu-operators");
+    let pod = &v["spec"]["template"]["spec"];
+    assert_eq!(pod["nodeSelector"]["nvidia.com/gpu.present"], "true");
+    assert_eq!(pod["tolerations"][0]["key"], "nvidia.com/gpu");
+    assert_eq!(
+        pod["initContainers"][0]["image"],
+        "registry.test/library/busybox:1.37.0"
+    );
+    assert!(render_machine("machine-config-null").objects.is_empty());
+    assert_eq!(machine_case("machine-config-null").0, None);
+}
+
+#[test]
+fn the_machine_config_flag_parses_defaults_null_and_refuses_bad_values() {
+    assert_eq!(
+        MachineConfig::parse_setting(r#"{"perfEventParanoid":2}"#),
+        Ok(Some(MachineConfig::default()))
+    );
+    assert_eq!(
+        MachineConfig::parse_setting("{}")
+            .unwrap()
+            .unwrap()
+            .perf_event_paranoid,
+        2
+    );
+    assert_eq!(MachineConfig::parse_setting("null"), Ok(None));
+    let out_of_range = MachineConfig::parse_setting(r#"{"perfEventParanoid":7}"#).unwrap_err();
+    assert!(out_of_range.contains("out of range"), "{out_of_range}");
+    let typo = MachineConfig::parse_setting(r#"{"perfEventParanoia":1}"#).unwrap_err();
+    assert!(typo.contains("unknown field"), "{typo}");
+    let not_json = MachineConfig::parse_setting("2").unwrap_err();
+    assert!(not_json.contains("must be JSON"), "{not_json}");
+}

@@ -1,0 +1,237 @@
+//! Golden tests of the NsightGateway -> gateway IR translation: `tests/data/xds/<case>.yaml`
+//! (the NsightGateway, then Services and Secrets of the cluster) -> `<case>.out.yaml` (the
+//! conditions, the IR or why there is none, and the auth filter's JSON configuration).
+//! `NSIGHT_UPDATE_GOLDEN=1 cargo test -p nsight-operator --test xds_golden` rewrites them.
+//! Test keys and certificates in the inputs are for tests only.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "tests"
+)]
+
+use std::{collections::BTreeMap, path::PathBuf};
+
+use k8s_openapi::api::core::v1::{Secret, Service};
+use nsight_api::NsightGateway;
+use nsight_gateway::translate::translate as to_envoy;
+use nsight_operator::xds::translate::{self, Inputs, XdsSettings};
+use serde_json::{json, Value};
+
+/// 2027-01-01T00:00:00Z (the test certificate is valid from 2026-11-22 to 2126).
+const NOW: i64 = 1_798_761_600;
+
+fn dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/xds")
+}
+
+fn run(case: &str) -> (translate::Translation, Value) {
+    let text = std::fs::read_to_string(dir().join(format!("{case}.yaml"))).unwrap();
+    let docs: Vec<Value> = text
+        .split("\n---\n")
+        .map(|d| serde_norway::from_str(d).unwrap())
+        .collect();
+    let gateway: NsightGateway = serde_json::from_value(docs[0].clone()).unwrap();
+    let mut services = Vec::new();
+    let mut secrets = BTreeMap::new();
+    for doc in &docs[1..] {
+        match doc["kind"].as_str().unwrap() {
+            "Service" => services.push(serde_json::from_value::<Service>(doc.clone()).unwrap()),
+            "Secret" => {
+                let s: Secret = serde_json::from_value(doc.clone()).unwrap();
+                secrets.insert(s.metadata.name.clone().unwrap(), s);
+            }
+            other => panic!("{case}: unexpected kind {other}"),
+        }
+    }
+    let out = translate::translate(
+        &Inputs {
+            gateway: &gateway,
+            services: &services,
+            secrets: &secrets,
+            now: NOW,
+        },
+        &XdsSettings::default(),
+    );
+    let conditions: Vec<Value> = out
+        .conditions
+        .iter()
+        .map(|c| json!({"type": c.type_, "status": c.status, "reason": c.reason, "message": c.message}))
+        .collect();
+    let view = match &out.ir {
+        Ok(ir) => {
+            let auth: Vec<Value> = ir
+                .listeners
+                .iter()
+                .filter_map(|l| l.auth.as_ref())
+                .map(|a| serde_json::from_str(&a.config_json).unwrap())
+                .collect();
+            // The IR must translate to Envoy resources.
+            to_envoy(ir).unwrap();
+            json!({"conditions": conditions, "ir": ir, "auth": auth})
+        }
+        Err(why) => json!({"conditions": conditions, "refused": why}),
+    };
+    (out, view)
+}
+
+fn golden(case: &str) -> translate::Translation {
+    let (out, view) = run(case);
+    let text = serde_norway::to_string(&view).unwrap();
+    let path = dir().join(format!("{case}.out.yaml"));
+    if std::env::var_os("NSIGHT_UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, &text).unwrap();
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+        panic!(
+            "{} missing: run with NSIGHT_UPDATE_GOLDEN=1",
+            path.display()
+        )
+    });
+    assert_eq!(
+        text, want,
+        "{case}: the translation changed; review and regenerate"
+    );
+    assert!(
+        !text.contains("PRIVATE KEY"),
+        "{case}: key material in the view"
+    );
+    out
+}
+
+fn condition<'a>(
+    out: &'a translate::Translation,
+    type_: &str,
+) -> &'a nsight_operator::conditions::Cond {
+    out.conditions.iter().find(|c| c.type_ == type_).unwrap()
+}
+
+#[test]
+fn open_gateway_routes_every_discovered_service() {
+    let out = golden("open");
+    let ir = out.ir.unwrap();
+    assert_eq!(
+        ir.listeners.len(),
+        1,
+        "no storage Service: no storage proxy"
+    );
+    let l = &ir.listeners[0];
+    assert_eq!(
+        (l.port, l.auth.is_none(), l.tls_secret.is_none()),
+        (8888, true, true)
+    );
+    let prefixes: Vec<&str> = l.routes.iter().map(|r| r.prefix.as_str()).collect();
+    assert_eq!(prefixes, ["/coordinator/", "/analysis/", "/"]);
+    let hosts: Vec<String> = ir
+        .upstreams
+        .iter()
+        .map(|u| format!("{}:{}", u.endpoints[0].host, u.endpoints[0].port))
+        .collect();
+    assert_eq!(
+        hosts,
+        [
+            "coord.research.svc.cluster.local:8080",
+            "analysis.research.svc.cluster.local:8090",
+            "ui.research.svc.cluster.local:8080"
+        ],
+        "only operator-managed Services of the gateway's namespace"
+    );
+}
+
+#[test]
+fn api_key_tls_storage_and_custom_prefixes() {
+    let out = golden("apikey-tls-storage");
+    assert_eq!(condition(&out, "TLSSecretValid").reason, "Valid");
+    let ir = out.ir.unwrap();
+    let l = &ir.listeners[0];
+    assert_eq!(l.port, 9443);
+    assert_eq!(l.tls_secret.as_deref(), Some("gateway-tls"));
+    assert!(ir.secrets[0].private_key_pem.contains("PRIVATE KEY"));
+    let config: Value = serde_json::from_str(&l.auth.as_ref().unwrap().config_json).unwrap();
+    assert_eq!(
+        config,
+        json!({"mode": "api-key", "api_keys": ["0123456789abcdef-test-only"]})
+    );
+    let prefixes: Vec<&str> = l.routes.iter().map(|r| r.prefix.as_str()).collect();
+    assert_eq!(prefixes, ["/analysis/v2/", "/c/", "/"]);
+    let storage = &ir.listeners[1];
+    assert_eq!((storage.port, storage.auth.is_none()), (9000, true));
+    let up = ir.upstreams.iter().find(|u| u.name == "storage").unwrap();
+    assert_eq!(
+        up.endpoints[0].host, "minio.storage.example",
+        "the cloudStorageRef one, ExternalName"
+    );
+}
+
+#[test]
+fn jwt_with_api_keys_and_from_a_secret() {
+    for case in ["jwt-inline-and-apikey", "jwt-secret"] {
+        let out = golden(case);
+        assert_eq!(condition(&out, "AuthConfigValid").reason, "Jwt");
+        let ir = out.ir.unwrap();
+        let config: Value =
+            serde_json::from_str(&ir.listeners[0].auth.as_ref().unwrap().config_json).unwrap();
+        assert_eq!(config["mode"], "jwt");
+        assert_eq!(config["jwt"]["issuer"], "https://idp.example");
+        assert_eq!(config["jwt"]["jwks"]["keys"][0]["kid"], "k1");
+        assert_eq!(
+            config.get("api_keys").is_some(),
+            case == "jwt-inline-and-apikey"
+        );
+    }
+}
+
+#[test]
+fn broken_inputs_give_no_ir_and_a_false_condition() {
+    for (case, type_, reason, says) in [
+        (
+            "tls-key-mismatch",
+            "TLSSecretValid",
+            "Invalid",
+            "is not the private key of the first certificate",
+        ),
+        (
+            "apikey-secret-missing",
+            "AuthConfigValid",
+            "ApiKeyInvalid",
+            "Secret research/nope (spec.authentication.apikey.keySecretRef) does not exist",
+        ),
+        (
+            "apikey-too-short",
+            "AuthConfigValid",
+            "ApiKeyInvalid",
+            "shorter than 16 characters",
+        ),
+        (
+            "oauth2-without-tls",
+            "AuthConfigValid",
+            "OAuth2RequiresTLS",
+            "set spec.tlsSecretRef",
+        ),
+        (
+            "oauth2-with-tls",
+            "AuthConfigValid",
+            "OAuth2NotSupported",
+            "does not yet configure the auth filter's OAuth2 mode",
+        ),
+    ] {
+        let out = golden(case);
+        let c = condition(&out, type_);
+        assert!(!c.status, "{case}");
+        assert_eq!(c.reason, reason, "{case}");
+        assert!(c.message.contains(says), "{case}: {}", c.message);
+        assert!(out.ir.unwrap_err().contains(type_), "{case}");
+    }
+}
+
+#[test]
+fn referenced_secrets_are_listed_once() {
+    let gw: NsightGateway = serde_json::from_value(json!({
+        "apiVersion": "nvidia.com/v1alpha1", "kind": "NsightGateway",
+        "metadata": {"name": "g", "namespace": "n"},
+        "spec": {"tlsSecretRef": {"name": "s"},
+                 "authentication": {"apikey": {"enabled": true, "keySecretRef": {"name": "s"}},
+                                    "jwt": {"jwksSecretRef": {"name": "j"}}}}}))
+    .unwrap();
+    assert_eq!(translate::referenced_secrets(&gw), ["j", "s"]);
+}
