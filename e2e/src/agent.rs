@@ -145,7 +145,8 @@ pub fn range_summary(db: &Path) -> Vec<(String, i64, i64)> {
 /// A MOCK of the nsys CLI (a shell script; no nsys exists on these machines), for the tests of
 /// the agent's nsys run path named `mock_nsys_*`. It logs each call's argv to `<dir>/calls`
 /// (one line, words separated by `|`) and implements just enough: `profile` and `launch` run the
-/// application and return its exit code; `start` remembers `--output`; `stop`, or the
+/// application (passing SIGTERM/SIGINT on to it, as nsys does) and return its exit code;
+/// `start` remembers `--output`; `stop`, or the
 /// application's exit during a `launch` collection, writes a placeholder `.nsys-rep` there;
 /// `export` copies `sqlite` (a real nsys export) to `--output`.
 pub fn mock_nsys(dir: &Path, sqlite: &Path) -> PathBuf {
@@ -156,13 +157,15 @@ echo "$(printf '%s|' "$@")" >> "$state/calls"
 verb=$1; shift
 out=""
 write_report() {{ [ -n "$1" ] && echo "MOCK nsys-rep (not a real report)" > "$1"; }}
+# Like nsys, pass SIGTERM/SIGINT on to the application, so it never outlives the tool.
+run_app() {{ "$@" & app=$!; trap 'kill -TERM $app 2>/dev/null' TERM INT; wait $app; code=$?; wait $app 2>/dev/null; }}
 case "$verb" in
   profile)
     while [ "$1" != "--" ]; do case "$1" in --output=*) out=${{1#--output=}};; esac; shift; done
-    shift; "$@"; code=$?; write_report "$out"; exit $code ;;
+    shift; run_app "$@"; write_report "$out"; exit $code ;;
   launch)
     while [ "$1" != "--" ]; do shift; done
-    shift; "$@"; code=$?
+    shift; run_app "$@"
     if [ -f "$state/current" ]; then write_report "$(cat "$state/current")"; rm -f "$state/current"; fi
     exit $code ;;
   start)
