@@ -28,6 +28,7 @@ use std::{
 };
 
 use crate::trust::{self, CaCert};
+use nsight_storage::resume::{advance, plan, State};
 use reqwest::{
     blocking::{Client as Http, Response},
     header::{CONTENT_RANGE, ETAG, RANGE},
@@ -140,54 +141,6 @@ pub fn storage_client(ca: Option<&CaCert>) -> Result<Http, reqwest::Error> {
         .redirect(reqwest::redirect::Policy::none())
         .user_agent(concat!("nsight-cloud/", env!("CARGO_PKG_VERSION")))
         .build()
-}
-
-/// Where an interrupted download stopped (`<file>.part.state`: etag, size, bytes done from the
-/// start, one per line).
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct State {
-    etag: String,
-    size: u64,
-    done: u64,
-}
-
-impl State {
-    fn render(&self) -> String {
-        format!("{}\n{}\n{}\n", self.etag, self.size, self.done)
-    }
-
-    fn parse(text: &str) -> Option<Self> {
-        let mut lines = text.lines();
-        let etag = lines.next()?.to_owned();
-        let size = lines.next()?.parse().ok()?;
-        let done = lines.next()?.parse().ok()?;
-        Some(Self { etag, size, done })
-    }
-}
-
-/// `[from, size)` in chunks of `chunk` bytes.
-fn plan(from: u64, size: u64, chunk: u64) -> Vec<(u64, u64)> {
-    let chunk = chunk.max(1);
-    let mut out = Vec::new();
-    let mut start = from;
-    while start < size {
-        let end = size.min(start.saturating_add(chunk));
-        out.push((start, end));
-        start = end;
-    }
-    out
-}
-
-/// The first byte not covered by finished ranges contiguous from `prefix`.
-fn advance(mut prefix: u64, finished: &mut BTreeSet<(u64, u64)>) -> u64 {
-    while let Some(&(start, end)) = finished.first() {
-        if start != prefix {
-            break;
-        }
-        finished.pop_first();
-        prefix = end;
-    }
-    prefix
 }
 
 /// `(first byte, total size)` of a `Content-Range: bytes a-b/total` header.

@@ -26,6 +26,7 @@ use tokio::{io::AsyncReadExt, task::JoinSet};
 
 use crate::{
     error::{Cause, StorageError},
+    resume::{advance, plan, State},
     ByteRange, ReportStore, MIB,
 };
 
@@ -54,54 +55,6 @@ fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
     let mut s = path.as_os_str().to_owned();
     s.push(suffix);
     PathBuf::from(s)
-}
-
-/// Where an interrupted download stopped (the contents of `<dest>.part.state`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct State {
-    etag: String,
-    size: u64,
-    done: u64,
-}
-
-impl State {
-    fn render(&self) -> String {
-        format!("{}\n{}\n{}\n", self.etag, self.size, self.done)
-    }
-
-    fn parse(text: &str) -> Option<Self> {
-        let mut lines = text.lines();
-        let etag = lines.next()?.to_owned();
-        let size = lines.next()?.parse().ok()?;
-        let done = lines.next()?.parse().ok()?;
-        Some(Self { etag, size, done })
-    }
-}
-
-/// The ranges still to fetch: `[done, size)` in chunks of `chunk` bytes.
-fn plan(done: u64, size: u64, chunk: u64) -> Vec<(u64, u64)> {
-    let chunk = chunk.max(1);
-    let mut out = Vec::new();
-    let mut start = done;
-    while start < size {
-        let end = size.min(start.saturating_add(chunk));
-        out.push((start, end));
-        start = end;
-    }
-    out
-}
-
-/// The first byte not yet covered by finished ranges, given the ranges finished so far (by start
-/// offset) and the ranges' ends.
-fn advance(mut prefix: u64, finished: &mut BTreeSet<(u64, u64)>) -> u64 {
-    while let Some(&(start, end)) = finished.first() {
-        if start != prefix {
-            break;
-        }
-        finished.pop_first();
-        prefix = end;
-    }
-    prefix
 }
 
 /// Hashes a file's bytes in order as they become final (a thread reading back what the range
