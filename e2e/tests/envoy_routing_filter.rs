@@ -2,7 +2,8 @@
 //! auth filter (JWT mode): two tenants with their own upstreams on one shared gateway. A tenant
 //! reaches its upstream with `/t/<namespace>` stripped, another tenant's namespace is 403, an
 //! unknown one 404, and a routing table the filter refuses is NACKed while the last good one
-//! keeps serving.
+//! keeps serving. API keys bound to a tenant reach that tenant only (403 elsewhere), a key
+//! bound to none reaches no tenant.
 
 #![allow(clippy::unwrap_used, clippy::panic, reason = "tests")]
 
@@ -27,6 +28,10 @@ use serde_json::{json, Value};
 
 const ISS: &str = "https://idp.test";
 const AUD: &str = "nsight-cloud";
+/// API keys (test only): one bound to team-a, one to team-b, one to no tenant.
+const KEY_A: &str = "team-a-key-0123456789abcdef";
+const KEY_B: &str = "team-b-key-0123456789abcdef";
+const KEY_PLAIN: &str = "plain-key-0123456789abcdef";
 
 fn token(keys: &TestKeys, sub: &str) -> String {
     let now = SystemTime::now()
@@ -77,7 +82,9 @@ fn tenants_reach_their_own_upstream_only() {
     let storage_port = free_port();
     let coordinator = named_upstream("coordinator");
     let auth_config = json!({"mode": "jwt", "jwt": {"issuer": ISS, "audiences": [AUD],
-        "jwks": keys.jwks()}})
+        "jwks": keys.jwks()},
+        "api_keys": [{"key": KEY_A, "tenant": "team-a"}, {"key": KEY_B, "tenant": "team-b"},
+                     KEY_PLAIN]})
     .to_string();
     let ir = |routing: TenantRouting| {
         let mut ir = GatewayIr::local()
@@ -129,6 +136,41 @@ fn tenants_reach_their_own_upstream_only() {
     assert_eq!(
         serde_json::from_str::<Value>(&cross.body).unwrap()["title"],
         "Forbidden"
+    );
+    // API keys bound to tenants: their own tenant only (the routing table lists no key).
+    let (key_a, key_b) = (format!("Bearer {KEY_A}"), format!("Bearer {KEY_B}"));
+    assert_eq!(get("/t/team-a/k", &key_a, &[]).body, "tenant-a /k");
+    assert_eq!(get("/t/team-b/k", &key_b, &[]).body, "tenant-b /k");
+    problem(
+        &get("/t/team-b/k", &key_a, &[]),
+        403,
+        "identity \"api-key:team-a\" may not access tenant \"team-b\"",
+    );
+    problem(
+        &get("/t/team-a/k", &key_b, &[]),
+        403,
+        "identity \"api-key:team-b\" may not access tenant \"team-a\"",
+    );
+    // A key bound to no tenant is authenticated but reaches no tenant.
+    let plain = format!("Bearer {KEY_PLAIN}");
+    problem(
+        &get("/t/team-a/k", &plain, &[]),
+        403,
+        "identity \"api-key\" may not access tenant \"team-a\"",
+    );
+    assert_eq!(
+        get("/coordinator/k", &plain, &[]).body,
+        "coordinator /coordinator/k"
+    );
+    // A client cannot pose as a tenant key by sending the identity header itself.
+    problem(
+        &get(
+            "/t/team-b/k",
+            &plain,
+            &[("x-nsight-auth-identity", "api-key:team-b")],
+        ),
+        403,
+        "identity \"api-key\" may not access tenant \"team-b\"",
     );
     // Unknown tenant: 404.
     problem(

@@ -261,6 +261,7 @@ fn the_chart_lints_renders_and_is_accepted_by_the_api_server() {
             "image: {{repository: registry.example.com/nsight, tag: \"2.0.1\", pullPolicy: Always}}\n\
              imagePullSecrets: [{{name: regcred}}]\n\
              envoyImage: registry.example.com/envoy:v1.36.2\n\
+             pluginsImage: registry.example.com/nsight/filters:2.0.1\n\
              nodeSelector: {{nvidia.com/gpu.present: \"true\"}}\n\
              tolerations: [{{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}}]\n\
              manager: {{metricsPort: 9090, xdsPort: 18001}}\n\
@@ -280,6 +281,14 @@ fn the_chart_lints_renders_and_is_accepted_by_the_api_server() {
     assert_eq!(
         containers(deployment)[0]["image"],
         "registry.example.com/nsight/nsight-operator:2.0.1"
+    );
+    // The gateways' filters come from the image the values name.
+    assert!(
+        containers(deployment)[0]["args"]
+            .to_string()
+            .contains("--plugins-image=registry.example.com/nsight/filters:2.0.1"),
+        "{}",
+        containers(deployment)[0]["args"]
     );
     for container in containers(deployment) {
         binary_accepts(container);

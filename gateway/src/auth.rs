@@ -1,6 +1,8 @@
 //! Typed configurations of our proxy-wasm auth filter (`plugins/auth`, docs/auth.md) for the
-//! IR: API keys, a JWT policy with inline or remote keys, or both. Builds the JSON the filter
-//! parses, so callers (the operator, the local mode) never write it by hand.
+//! IR: API keys (each optionally bound to a tenant), a JWT policy with inline or remote keys,
+//! OAuth2 (OIDC sign-in through an upstream cluster to the issuer), each with API keys beside.
+//! Builds the JSON the filter parses, so callers (the operator, the local mode) never write it
+//! by hand.
 //!
 //! Pure; whether the filter accepts a configuration is the filter's business (a refused one is
 //! NACKed by Envoy and the last good listener keeps serving).
@@ -27,6 +29,9 @@ pub struct JwtPolicy {
     pub issuer: String,
     pub audiences: Vec<String>,
     pub jwks: Jwks,
+    /// The claim forwarded as the identity (`sub` when `None`); a dotted path reaches a nested
+    /// claim (`realm_access.roles`), a list of strings is forwarded comma-separated.
+    pub identity_claim: Option<String>,
 }
 
 impl JwtPolicy {
@@ -38,7 +43,117 @@ impl JwtPolicy {
                 jwt["remote_jwks"] = json!({ "cluster": cluster, "uri": uri });
             }
         }
+        if let Some(claim) = &self.identity_claim {
+            jwt["identity_claim"] = json!(claim);
+        }
         jwt
+    }
+}
+
+/// One API key; with a tenant it may reach only that tenant's namespace through the routing
+/// filter (the auth filter forwards the identity `api-key:<tenant>`).
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey {
+    pub key: String,
+    pub tenant: Option<String>,
+}
+
+impl ApiKey {
+    /// A key not bound to a tenant.
+    pub fn new(key: impl Into<String>) -> Self {
+        Self {
+            key: key.into(),
+            tenant: None,
+        }
+    }
+
+    /// A key bound to the tenant (namespace) `tenant`.
+    pub fn for_tenant(key: impl Into<String>, tenant: impl Into<String>) -> Self {
+        Self {
+            key: key.into(),
+            tenant: Some(tenant.into()),
+        }
+    }
+
+    /// A plain string without a tenant (the filter's original form), else an object.
+    fn to_json(&self) -> Value {
+        match &self.tenant {
+            None => json!(self.key),
+            Some(tenant) => json!({ "key": self.key, "tenant": tenant }),
+        }
+    }
+}
+
+impl std::fmt::Debug for ApiKey {
+    /// Never prints the key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiKey")
+            .field("key", &"<redacted>")
+            .field("tenant", &self.tenant)
+            .finish()
+    }
+}
+
+fn keys_json(keys: &[ApiKey]) -> Value {
+    Value::Array(keys.iter().map(ApiKey::to_json).collect())
+}
+
+/// OAuth2 / OpenID Connect sign-in (docs/auth.md, "OAuth2"): discovery, the token endpoint and
+/// the JWKS are reached through the Envoy cluster `cluster` (HTTPS: an upstream with TLS).
+#[derive(Clone, PartialEq, Eq)]
+pub struct OAuth2Policy {
+    pub issuer: String,
+    pub cluster: String,
+    pub client_id: String,
+    /// From a Secret; never printed by `Debug`.
+    pub client_secret: String,
+    /// `https://<gateway host>/oauth2/callback`, registered at the identity provider.
+    pub redirect_uri: String,
+    /// Base64 of at least 32 random bytes (signs the session cookie); never printed.
+    pub cookie_key: String,
+    /// `aud` accepted in bearer tokens (the CLI's access tokens).
+    pub audiences: Vec<String>,
+    /// Requested at sign-in; must contain `openid`. Empty: the filter's default (`openid`).
+    pub scopes: Vec<String>,
+    /// As in [`JwtPolicy::identity_claim`].
+    pub identity_claim: Option<String>,
+    /// Whether the listener serves TLS; the filter refuses OAuth2 without it.
+    pub listener_tls: bool,
+}
+
+impl std::fmt::Debug for OAuth2Policy {
+    /// Never prints the client secret nor the cookie key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OAuth2Policy")
+            .field("issuer", &self.issuer)
+            .field("cluster", &self.cluster)
+            .field("client_id", &self.client_id)
+            .field("redirect_uri", &self.redirect_uri)
+            .field("audiences", &self.audiences)
+            .field("listener_tls", &self.listener_tls)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OAuth2Policy {
+    fn to_json(&self) -> Value {
+        let mut o = json!({
+            "issuer": self.issuer,
+            "cluster": self.cluster,
+            "client_id": self.client_id,
+            "client_secret": self.client_secret,
+            "redirect_uri": self.redirect_uri,
+            "cookie_key": self.cookie_key,
+            "audiences": self.audiences,
+            "listener_tls": self.listener_tls,
+        });
+        if !self.scopes.is_empty() {
+            o["scopes"] = json!(self.scopes);
+        }
+        if let Some(claim) = &self.identity_claim {
+            o["identity_claim"] = json!(claim);
+        }
+        o
     }
 }
 
@@ -48,11 +163,17 @@ pub enum AuthPolicy {
     /// Every request passes (development only).
     Unauthenticated,
     /// `Authorization: Bearer <key>` equal to one of the keys.
-    ApiKeys(Vec<String>),
+    ApiKeys(Vec<ApiKey>),
     /// A JWT verified by the policy, or (when not empty) one of the API keys.
     Jwt {
         policy: JwtPolicy,
-        api_keys: Vec<String>,
+        api_keys: Vec<ApiKey>,
+    },
+    /// A browser session from the OIDC code flow, a bearer JWT from the same issuer, or (when
+    /// not empty) one of the API keys.
+    OAuth2 {
+        policy: OAuth2Policy,
+        api_keys: Vec<ApiKey>,
     },
 }
 
@@ -69,6 +190,9 @@ impl std::fmt::Debug for AuthPolicy {
                 policy.audiences,
                 api_keys.len()
             ),
+            Self::OAuth2 { policy, api_keys } => {
+                write!(f, "OAuth2 {{ {policy:?}, api_keys: {} }}", api_keys.len())
+            }
         }
     }
 }
@@ -78,11 +202,18 @@ impl AuthPolicy {
     pub fn to_json(&self) -> Value {
         match self {
             Self::Unauthenticated => json!({ "mode": "unauthenticated" }),
-            Self::ApiKeys(keys) => json!({ "mode": "api-key", "api_keys": keys }),
+            Self::ApiKeys(keys) => json!({ "mode": "api-key", "api_keys": keys_json(keys) }),
             Self::Jwt { policy, api_keys } => {
                 let mut config = json!({ "mode": "jwt", "jwt": policy.to_json() });
                 if !api_keys.is_empty() {
-                    config["api_keys"] = json!(api_keys);
+                    config["api_keys"] = keys_json(api_keys);
+                }
+                config
+            }
+            Self::OAuth2 { policy, api_keys } => {
+                let mut config = json!({ "mode": "oauth2", "oauth2": policy.to_json() });
+                if !api_keys.is_empty() {
+                    config["api_keys"] = keys_json(api_keys);
                 }
                 config
             }
@@ -104,7 +235,7 @@ mod tests {
 
     #[test]
     fn api_keys_match_the_existing_builder() {
-        let policy = AuthPolicy::ApiKeys(vec!["k".repeat(16)]);
+        let policy = AuthPolicy::ApiKeys(vec![ApiKey::new("k".repeat(16))]);
         assert_eq!(
             policy.filter("/f.wasm"),
             AuthFilter::api_key("/f.wasm", &[&"k".repeat(16)])
@@ -118,8 +249,9 @@ mod tests {
                 issuer: "https://idp".into(),
                 audiences: vec!["nsight-cloud".into()],
                 jwks: Jwks::Inline(json!({"keys": []})),
+                identity_claim: None,
             },
-            api_keys: vec!["a-key-of-16-chars".into()],
+            api_keys: vec![ApiKey::new("a-key-of-16-chars")],
         };
         assert_eq!(
             inline.to_json(),
@@ -134,6 +266,7 @@ mod tests {
                     cluster: "idp".into(),
                     uri: "https://idp/jwks".into(),
                 },
+                identity_claim: Some("groups".into()),
             },
             api_keys: vec![],
         };
@@ -141,7 +274,47 @@ mod tests {
             remote.to_json()["jwt"]["remote_jwks"],
             json!({"cluster": "idp", "uri": "https://idp/jwks"})
         );
+        assert_eq!(remote.to_json()["jwt"]["identity_claim"], json!("groups"));
         assert!(remote.to_json().get("api_keys").is_none());
         assert!(!format!("{inline:?}").contains("a-key-of-16-chars"));
+    }
+
+    #[test]
+    fn tenant_keys_are_objects_and_plain_keys_stay_strings() {
+        let policy = AuthPolicy::ApiKeys(vec![
+            ApiKey::new("plain-key-0000000"),
+            ApiKey::for_tenant("tenant-key-000000", "team-a"),
+        ]);
+        assert_eq!(
+            policy.to_json()["api_keys"],
+            json!(["plain-key-0000000", {"key": "tenant-key-000000", "tenant": "team-a"}])
+        );
+        assert!(!format!("{policy:?}").contains("tenant-key"));
+    }
+
+    #[test]
+    fn oauth2_carries_its_secrets_but_debug_hides_them() {
+        let policy = AuthPolicy::OAuth2 {
+            policy: OAuth2Policy {
+                issuer: "https://idp.example".into(),
+                cluster: "idp-idp.example-443".into(),
+                client_id: "nsight-web".into(),
+                client_secret: "client-secret-value".into(),
+                redirect_uri: "https://gw.example:8888/oauth2/callback".into(),
+                cookie_key: "cookie-key-value".into(),
+                audiences: vec!["nsight-web".into()],
+                scopes: vec![],
+                identity_claim: None,
+                listener_tls: true,
+            },
+            api_keys: vec![],
+        };
+        let v = policy.to_json();
+        assert_eq!(v["mode"], "oauth2");
+        assert_eq!(v["oauth2"]["client_secret"], "client-secret-value");
+        assert_eq!(v["oauth2"]["listener_tls"], true);
+        assert!(v["oauth2"].get("scopes").is_none());
+        let debug = format!("{policy:?}");
+        assert!(!debug.contains("client-secret-value") && !debug.contains("cookie-key-value"));
     }
 }

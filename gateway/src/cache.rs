@@ -161,6 +161,13 @@ impl SnapshotCache {
             .subscribe()
     }
 
+    /// Forgets `node`: its snapshot is dropped and every stream of it ends (their watch
+    /// closes), so nothing stale is served for a node that no longer exists. A node that
+    /// connects again later starts empty. Returns whether the node was known.
+    pub fn remove(&self, node: &str) -> bool {
+        self.lock().remove(node).is_some()
+    }
+
     /// Nodes with a snapshot or a watcher.
     pub fn nodes(&self) -> Vec<String> {
         let mut nodes: Vec<String> = self.lock().keys().cloned().collect();
@@ -175,5 +182,29 @@ impl SnapshotCache {
         self.nodes
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_removed_node_is_forgotten_and_its_streams_end() {
+        let cache = SnapshotCache::new();
+        cache.set("gw/a", Resources::default()).unwrap();
+        cache.set("gw/b", Resources::default()).unwrap();
+        let mut stream = cache.watch("gw/a");
+        assert!(stream.borrow().is_some());
+        assert!(cache.remove("gw/a"));
+        assert!(!cache.remove("gw/a"), "removed twice");
+        assert!(cache.get("gw/a").is_none());
+        assert_eq!(cache.nodes(), ["gw/b"]);
+        // The stream's watch closes: the ADS loop ends that stream.
+        assert!(stream.changed().await.is_err());
+        // A node that comes back starts empty.
+        assert!(cache.watch("gw/a").borrow().is_none());
     }
 }

@@ -99,7 +99,8 @@ pub struct TenantRouting {
 }
 
 /// One tenant of a shared gateway: its namespace, its upstream and who may reach it (values of
-/// the auth filter's `x-nsight-auth-identity`).
+/// the auth filter's `x-nsight-auth-identity`; API keys bound to the tenant, identity
+/// `api-key:<namespace>`, reach it without being listed).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tenant {
     pub namespace: String,
@@ -138,6 +139,15 @@ impl TenantRouting {
             upstreams: tenants.iter().map(|t| t.upstream.clone()).collect(),
         }
     }
+
+    /// An identity equal to a tenant's namespace (e.g. a `namespace` claim) reaches it.
+    pub fn with_identity_is_namespace(mut self) -> Self {
+        if let Ok(mut v) = serde_json::from_str::<serde_json::Value>(&self.config_json) {
+            v["identity_is_namespace"] = serde_json::json!(true);
+            self.config_json = v.to_string();
+        }
+        self
+    }
 }
 
 /// A path-prefix route to one upstream.
@@ -172,7 +182,30 @@ pub struct Upstream {
     pub endpoints: Vec<Endpoint>,
     pub connect_timeout: Duration,
     pub health_check: Option<HealthCheck>,
+    /// TLS to the upstream (e.g. an identity provider over HTTPS); `None`: plaintext.
+    pub tls: Option<UpstreamTls>,
 }
+
+/// TLS from Envoy to an upstream: the server name sent (SNI) and checked against the
+/// certificate's DNS names, and the CAs trusted to sign that certificate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UpstreamTls {
+    /// Sent as SNI; the upstream's certificate must name it (a DNS subject alternative name).
+    pub sni: String,
+    pub trust: CaTrust,
+}
+
+/// Which certificate authorities an upstream TLS connection trusts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum CaTrust {
+    /// The CA bundle of Envoy's image ([`SYSTEM_CA_BUNDLE`]): public identity providers.
+    System,
+    /// These PEM certificates only (e.g. a private CA's `ca.crt` from a Secret).
+    Pem(String),
+}
+
+/// Where Envoy's image (Debian/Ubuntu based, like `envoyproxy/envoy`) keeps the system CAs.
+pub const SYSTEM_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Endpoint {
@@ -240,6 +273,11 @@ pub enum IrError {
     BadPrefix { listener: String, prefix: String },
     #[error("upstream `{upstream}` has no endpoint")]
     NoEndpoint { upstream: String },
+    #[error("upstream `{upstream}` uses TLS with {what}")]
+    BadUpstreamTls {
+        upstream: String,
+        what: &'static str,
+    },
     #[error("listeners `{first}` and `{second}` both bind {address}:{port}")]
     PortClash {
         first: String,
@@ -260,6 +298,21 @@ impl GatewayIr {
                 return Err(IrError::NoEndpoint {
                     upstream: u.name.clone(),
                 });
+            }
+            if let Some(tls) = &u.tls {
+                let bad = |what| {
+                    Err(IrError::BadUpstreamTls {
+                        upstream: u.name.clone(),
+                        what,
+                    })
+                };
+                if tls.sni.is_empty() || tls.sni.len() > 253 {
+                    return bad("an empty or too long SNI; set the upstream's DNS name");
+                }
+                if matches!(&tls.trust, CaTrust::Pem(pem) if !pem.contains("-----BEGIN CERTIFICATE-----"))
+                {
+                    return bad("a CA that holds no PEM `BEGIN CERTIFICATE` block");
+                }
             }
         }
         for (i, l) in self.listeners.iter().enumerate() {
@@ -350,7 +403,17 @@ impl Upstream {
             }],
             connect_timeout: Duration::from_secs(2),
             health_check: None,
+            tls: None,
         }
+    }
+
+    /// TLS to this upstream with `sni` (also the name its certificate must carry).
+    pub fn with_tls(mut self, sni: &str, trust: CaTrust) -> Self {
+        self.tls = Some(UpstreamTls {
+            sni: sni.into(),
+            trust,
+        });
+        self
     }
 
     pub fn with_health_check(mut self, check: HealthCheck) -> Self {

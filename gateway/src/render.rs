@@ -3,7 +3,8 @@
 //!
 //! xds-api's pbjson `Serialize` expands the top-level types but prints any other `Any` as raw
 //! bytes; this module decodes the extension types we emit (router, Wasm, TLS context, per-route
-//! filter config, string value) so the golden files show what Envoy will read.
+//! filter config, string value) so the golden files show what Envoy will read. Private keys and
+//! the OAuth2 client secret and cookie key in the auth filter's configuration are redacted.
 
 use serde_json::{json, Value};
 use xds_api::pb::{
@@ -25,7 +26,10 @@ use xds_api::pb::{
 
 use crate::{
     resources::{ResourceType, Resources},
-    translate::{tls::DownstreamTlsContext, wasm::Wasm},
+    translate::{
+        tls::{DownstreamTlsContext, UpstreamTlsContext},
+        wasm::Wasm,
+    },
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -98,7 +102,7 @@ fn any_to_json(any: &Any) -> Result<Value, RenderError> {
         "envoy.extensions.filters.http.router.v3.Router" => typed(url, &decode::<Router>(any)?)?,
         "envoy.config.route.v3.FilterConfig" => typed(url, &decode::<FilterConfig>(any)?)?,
         "google.protobuf.StringValue" => {
-            json!({ "@type": url, "value": decode::<StringValue>(any)?.value })
+            json!({ "@type": url, "value": redact_filter_config(decode::<StringValue>(any)?.value) })
         }
         "envoy.extensions.filters.http.wasm.v3.Wasm" => wasm_json(url, &decode::<Wasm>(any)?)?,
         "envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext" => {
@@ -113,10 +117,38 @@ fn any_to_json(any: &Any) -> Result<Value, RenderError> {
                 }
             })
         }
+        "envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext" => {
+            let c = decode::<UpstreamTlsContext>(any)?;
+            let common = c.common_tls_context.unwrap_or_default();
+            json!({
+                "@type": url,
+                "sni": c.sni,
+                "common_tls_context": {
+                    "validation_context": serde_json::to_value(&common.validation_context)?,
+                }
+            })
+        }
         _ => json!({ "@type": url, "bytes": any.value.len() }),
     };
     expand(&mut v)?;
     Ok(v)
+}
+
+/// The auth filter's JSON with the OAuth2 client secret and cookie key replaced by
+/// `<redacted>`; any other string as it is.
+fn redact_filter_config(text: String) -> String {
+    let Ok(mut v) = serde_json::from_str::<Value>(&text) else {
+        return text;
+    };
+    let Some(oauth2) = v.get_mut("oauth2").and_then(Value::as_object_mut) else {
+        return text;
+    };
+    for key in ["client_secret", "cookie_key"] {
+        if let Some(secret) = oauth2.get_mut(key) {
+            *secret = json!("<redacted>");
+        }
+    }
+    v.to_string()
 }
 
 fn wasm_json(url: &str, w: &Wasm) -> Result<Value, RenderError> {

@@ -171,6 +171,18 @@ impl XdsHandle {
             })
     }
 
+    /// Stops serving `node` (its gateway is gone): drops its snapshot and status and ends its
+    /// streams. Returns whether there was anything to forget.
+    pub fn remove_node(&self, node: &str) -> bool {
+        let had_status = self.shared.status.forget(node);
+        self.shared.cache.remove(node) || had_status
+    }
+
+    /// The nodes with a snapshot or an open stream, sorted.
+    pub fn nodes(&self) -> Vec<String> {
+        self.shared.cache.nodes()
+    }
+
     /// The snapshot currently published for `node`.
     pub fn snapshot(&self, node: &str) -> Option<Arc<Snapshot>> {
         self.shared.cache.get(node)

@@ -143,6 +143,11 @@ impl StatusBoard {
         })
     }
 
+    /// Drops what is recorded about `node` (the totals stay). Returns whether it was known.
+    pub fn forget(&self, node: &str) -> bool {
+        self.with(|b| b.nodes.remove(node).is_some())
+    }
+
     pub fn node(&self, node: &str) -> Option<NodeStatus> {
         self.with(|b| b.nodes.get(node).cloned())
     }

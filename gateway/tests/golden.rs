@@ -5,7 +5,12 @@
 
 use std::{net::SocketAddr, path::PathBuf};
 
-use nsight_gateway::{ir::GatewayIr, render::to_yaml, translate::translate};
+use nsight_gateway::{
+    auth::{ApiKey, AuthPolicy, OAuth2Policy},
+    ir::{CaTrust, GatewayIr, IrError, Upstream},
+    render::to_yaml,
+    translate::translate,
+};
 
 fn addr(port: u16) -> SocketAddr {
     ([127, 0, 0, 1], port).into()
@@ -81,4 +86,72 @@ fn the_private_key_never_reaches_the_rendering() {
     let yaml = to_yaml(&translate(&ir).unwrap()).unwrap();
     assert!(!yaml.contains("SECRET-KEY-MATERIAL"));
     assert!(!format!("{ir:?}").contains("SECRET-KEY-MATERIAL"));
+}
+
+const TEST_CA: &str = "-----BEGIN CERTIFICATE-----\nMIIB-test-ca\n-----END CERTIFICATE-----\n";
+
+/// An HTTPS gateway in OAuth2 mode: the identity provider is an upstream with TLS (a private
+/// CA from a Secret), and a second provider-like upstream trusts the system bundle.
+fn oauth2_gateway() -> GatewayIr {
+    let policy = AuthPolicy::OAuth2 {
+        policy: OAuth2Policy {
+            issuer: "https://idp.example.com/realms/nsight".into(),
+            cluster: "idp-idp.example.com-443".into(),
+            client_id: "nsight-web".into(),
+            client_secret: "CLIENT-SECRET-MATERIAL".into(),
+            redirect_uri: "https://gw.example.com:8888/oauth2/callback".into(),
+            cookie_key: "COOKIE-KEY-MATERIAL".into(),
+            audiences: vec!["nsight-web".into()],
+            scopes: vec!["openid".into(), "profile".into()],
+            identity_claim: Some("groups".into()),
+            listener_tls: true,
+        },
+        api_keys: vec![ApiKey::for_tenant("API-KEY-MATERIAL-0000", "team-a")],
+    };
+    let mut ir = local()
+        .tls(
+            "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
+            "KEY",
+        )
+        .auth(policy.filter("/opt/nsight/nsight_auth_filter.wasm"))
+        .build()
+        .unwrap();
+    ir.upstreams.push(
+        Upstream::new("idp-idp.example.com-443", "idp.example.com", 443)
+            .with_tls("idp.example.com", CaTrust::Pem(TEST_CA.into())),
+    );
+    ir.upstreams.push(
+        Upstream::new("idp-login.example.org-443", "login.example.org", 443)
+            .with_tls("login.example.org", CaTrust::System),
+    );
+    ir
+}
+
+#[test]
+fn https_gateway_with_oauth2_and_tls_upstreams() {
+    check("oauth2_tls_upstreams", &oauth2_gateway());
+}
+
+#[test]
+fn oauth2_secrets_never_reach_the_rendering() {
+    let ir = oauth2_gateway();
+    let yaml = to_yaml(&translate(&ir).unwrap()).unwrap();
+    for secret in ["CLIENT-SECRET-MATERIAL", "COOKIE-KEY-MATERIAL"] {
+        assert!(!yaml.contains(secret), "{secret} rendered");
+        assert!(!format!("{ir:?}").contains(secret), "{secret} in Debug");
+    }
+    assert!(yaml.contains("match_typed_subject_alt_names"), "{yaml}");
+}
+
+#[test]
+fn upstream_tls_without_sni_or_with_a_ca_that_is_no_pem_is_refused() {
+    let mut ir = oauth2_gateway();
+    ir.upstreams.last_mut().unwrap().tls.as_mut().unwrap().sni = String::new();
+    assert!(
+        matches!(translate(&ir), Err(IrError::BadUpstreamTls { what, .. }) if what.contains("SNI"))
+    );
+    let mut ir = oauth2_gateway();
+    ir.upstreams.last_mut().unwrap().tls.as_mut().unwrap().trust = CaTrust::Pem("nope".into());
+    let err = translate(&ir).unwrap_err().to_string();
+    assert!(err.contains("BEGIN CERTIFICATE"), "{err}");
 }

@@ -20,7 +20,10 @@
 //! runs against each listener in turn, `ROUNDS` interleaved rounds; the round with the median
 //! req/s is reported with its p99. Every run first checks on each auth listener that a request
 //! without credentials and one with a tampered credential are refused (401) and the right one
-//! passes (200).
+//! passes (200). Each run also reports Envoy's CPU time per request (user + system time of the
+//! Envoy process over the run, from `/proc/<pid>/stat`, divided by the requests wrk completed):
+//! on a machine shared with other jobs, req/s moves with the load, the CPU a request costs much
+//! less, so the per-request cost of a filter is the CPU difference to no auth in the same run.
 
 use std::{
     net::SocketAddr,
@@ -145,12 +148,20 @@ pub fn auth(layout: &Layout) -> Result<()> {
     }
 
     let load_before = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    // results[shape][case]: (req/s, p99 ms) per round.
-    let mut results: Vec<Vec<Vec<(f64, f64)>>> = vec![vec![Vec::new(); cases.len()]; 2];
+    let ticks = clock_ticks();
+    // results[shape][case]: one `Run` per round.
+    let mut results: Vec<Vec<Vec<Run>>> = vec![vec![Vec::new(); cases.len()]; 2];
     for _ in 0..ROUNDS {
         for (s, shape_results) in results.iter_mut().enumerate() {
             for (case, out) in cases.iter().zip(shape_results.iter_mut()) {
-                out.push(wrk(addr(case.ports[s]), case.authorization.as_deref())?);
+                let cpu_before = cpu_ticks(envoy.pid())?;
+                let (rps, p99, requests) = wrk(addr(case.ports[s]), case.authorization.as_deref())?;
+                let cpu = (cpu_ticks(envoy.pid())? - cpu_before) as f64 / ticks;
+                out.push(Run {
+                    rps,
+                    p99,
+                    cpu_us: cpu * 1e6 / requests.max(1) as f64,
+                });
             }
         }
     }
@@ -165,19 +176,26 @@ pub fn auth(layout: &Layout) -> Result<()> {
         load_after.trim()
     );
     for (shape, shape_results) in SHAPES.iter().zip(results.iter_mut()) {
-        let medians: Vec<(f64, f64)> = shape_results.iter_mut().map(|r| median(r)).collect();
+        let medians: Vec<Run> = shape_results.iter_mut().map(|r| median(r)).collect();
+        let cpu: Vec<f64> = shape_results.iter().map(|r| median_cpu(r)).collect();
         println!("  {shape}:");
-        for (case, (rps, p99)) in cases.iter().zip(&medians) {
+        for ((case, m), cpu) in cases.iter().zip(&medians).zip(&cpu) {
             println!(
-                "    {:<26} {:>8.0} req/s  p99 {:>6.2} ms",
-                case.name, rps, p99
+                "    {:<26} {:>8.0} req/s  p99 {:>6.2} ms  Envoy CPU {:>5.1} us/request",
+                case.name, m.rps, m.p99, cpu
             );
         }
+        println!(
+            "    Envoy CPU per request over no auth (median rounds): Wasm unauthenticated \
+             +{:.1} us, Wasm API key +{:.1} us",
+            cpu[1] - cpu[0],
+            cpu[2] - cpu[0]
+        );
         let best: Vec<f64> = shape_results
             .iter()
-            .map(|r| r.iter().map(|x| x.0).fold(0.0, f64::max))
+            .map(|r| r.iter().map(|x| x.rps).fold(0.0, f64::max))
             .collect();
-        let ratio = |a: usize, b: usize| medians[a].0 / medians[b].0;
+        let ratio = |a: usize, b: usize| medians[a].rps / medians[b].rps;
         let best_ratio = |a: usize, b: usize| best[a] / best[b];
         println!(
             "    Wasm API key / no auth:       {:.2}x median, {:.2}x best rounds  (target >= 0.9)",
@@ -198,7 +216,7 @@ pub fn auth(layout: &Layout) -> Result<()> {
                     "{}: {}",
                     c.name,
                     r.iter()
-                        .map(|(x, _)| format!("{x:.0}"))
+                        .map(|x| format!("{:.0}", x.rps))
                         .collect::<Vec<_>>()
                         .join("/")
                 ))
@@ -320,18 +338,65 @@ fn native_jwt_filter(jwks: &str) -> String {
     )
 }
 
-/// The round with the median req/s.
-fn median(rounds: &mut [(f64, f64)]) -> (f64, f64) {
-    rounds.sort_by(|a, b| a.0.total_cmp(&b.0));
-    rounds
-        .get(rounds.len() / 2)
-        .copied()
-        .unwrap_or((f64::NAN, f64::NAN))
+/// One wrk run against one listener.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    rps: f64,
+    /// p99 latency, ms.
+    p99: f64,
+    /// Envoy's CPU time (user + system, all threads) per completed request, microseconds.
+    cpu_us: f64,
 }
 
-/// wrk for `SECONDS_PER_RUN` s (2 threads, 32 connections); (req/s, p99 ms). Non-2xx answers
-/// make the run fail: a refused request is not a throughput figure.
-fn wrk(addr: SocketAddr, authorization: Option<&str>) -> Result<(f64, f64)> {
+/// The round with the median req/s.
+fn median(rounds: &mut [Run]) -> Run {
+    rounds.sort_by(|a, b| a.rps.total_cmp(&b.rps));
+    rounds.get(rounds.len() / 2).copied().unwrap_or(Run {
+        rps: f64::NAN,
+        p99: f64::NAN,
+        cpu_us: f64::NAN,
+    })
+}
+
+/// The median of the rounds' CPU per request (rounds taken on their own: the CPU a request
+/// costs need not be lowest in the round with the median req/s).
+fn median_cpu(rounds: &[Run]) -> f64 {
+    let mut cpu: Vec<f64> = rounds.iter().map(|r| r.cpu_us).collect();
+    cpu.sort_by(f64::total_cmp);
+    cpu.get(cpu.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// User + system time of process `pid` (all its threads), in clock ticks.
+fn cpu_ticks(pid: u32) -> Result<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("cannot read /proc/{pid}/stat (is Envoy still running?)"))?;
+    parse_cpu_ticks(&stat).with_context(|| format!("unexpected /proc/{pid}/stat: {stat}"))
+}
+
+/// utime + stime (fields 14 and 15) of a `/proc/<pid>/stat` line; the command name (field 2)
+/// may contain spaces and parentheses, so fields are counted after its closing `)`.
+fn parse_cpu_ticks(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some(utime + stime)
+}
+
+/// Clock ticks per second (`getconf CLK_TCK`; 100 on Linux when getconf is missing).
+fn clock_ticks() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+/// wrk for `SECONDS_PER_RUN` s (2 threads, 32 connections); (req/s, p99 ms, requests).
+/// Non-2xx answers make the run fail: a refused request is not a throughput figure.
+fn wrk(addr: SocketAddr, authorization: Option<&str>) -> Result<(f64, f64, u64)> {
     let mut c = Command::new(WRK);
     c.args(["-t2", "-c32", "--latency"])
         .arg(format!("-d{SECONDS_PER_RUN}s"));
@@ -360,7 +425,13 @@ fn wrk(addr: SocketAddr, authorization: Option<&str>) -> Result<(f64, f64)> {
         .map(str::trim)
         .and_then(wrk_ms)
         .context("no 99% latency in wrk's output")?;
-    Ok((rps, p99))
+    // "  123456 requests in 6.00s, 12.34MB read"
+    let requests = text
+        .lines()
+        .find_map(|l| l.trim().split_once(" requests in "))
+        .and_then(|(n, _)| n.trim().parse::<u64>().ok())
+        .context("no request count in wrk's output")?;
+    Ok((rps, p99, requests))
 }
 
 /// `1.23ms`, `456.00us`, `1.02s` -> milliseconds.
@@ -372,4 +443,19 @@ fn wrk_ms(v: &str) -> Option<f64> {
         return ms.parse().ok();
     }
     v.strip_suffix('s')?.parse::<f64>().ok().map(|x| x * 1000.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_ticks_are_counted_after_the_command_name() {
+        // A command name with spaces and a parenthesis must not shift the fields.
+        let stat = "4242 (envoy (x) y) S 1 4242 4242 0 -1 4194560 100 0 0 0 1500 250 0 0 20 0 \
+                    9 0 123 456 789";
+        assert_eq!(parse_cpu_ticks(stat), Some(1750));
+        assert_eq!(parse_cpu_ticks("garbage"), None);
+        assert_eq!(parse_cpu_ticks("1 (x) S 1 2"), None);
+    }
 }

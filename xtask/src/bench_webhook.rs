@@ -10,6 +10,10 @@
 //! namespace without configs. The expected number of patched answers is checked, so a webhook
 //! that stops injecting fails the benchmark.
 //!
+//! Before the load, `nsight-webhook-bench profile` times the webhook's own work per review in
+//! process (parse, decide, CEL, patch, answer), to show what the request path costs besides
+//! the HTTPS shell the echo also has.
+//!
 //! The webhook is measured twice: with the World from `--world` (a file), and with the World
 //! from a real kube-apiserver (the e2e harness's) holding the same namespaces and configs,
 //! with skip Events and auto-provisioning on, so the cluster lookup and the side effects are
@@ -69,6 +73,7 @@ pub fn webhook(layout: &Layout) -> Result<()> {
     let expect_patched = reviews.iter().filter(|(_, inject)| *inject).count();
     let reviews: Vec<Value> = reviews.into_iter().map(|(r, _)| r).collect();
     std::fs::write(d.join("reviews.json"), serde_json::to_vec(&reviews)?)?;
+    let profile = profile(&bench, d)?;
 
     let port = free_port();
     let mut cmd = Command::new(&operator);
@@ -164,6 +169,27 @@ pub fn webhook(layout: &Layout) -> Result<()> {
     println!(
         "cluster World: {kube_events} skip Events stored (series-aggregated), published off the request path"
     );
+    println!("\nthe webhook's own work per review, in process (no network), microseconds:");
+    println!("{:<34} {:>7} {:>9} {:>9}", "", "n", "p50 us", "p99 us");
+    for (key, name) in [
+        ("review_and_answer", "whole review + answer JSON"),
+        ("parse_typed_pod", "  parse the review (typed Pod)"),
+        ("decide_no_cel", "  decide (selectors)"),
+        (
+            "decide_with_cel_rule",
+            "  decide (namespace with a CEL rule)",
+        ),
+        ("patch", "  patch (+ JSON + base64)"),
+        ("serialize_answer", "  answer JSON"),
+    ] {
+        let r = &profile[key];
+        println!(
+            "{name:<34} {:>7} {:>9.1} {:>9.1}",
+            r["n"],
+            f(r, "p50_us"),
+            f(r, "p99_us")
+        );
+    }
     let p99 = f(&webhook_result, "p99_ms");
     println!(
         "target p99 < 2 ms: {} (p99 {p99:.3} ms; the echo's p99 {:.3} ms)",
@@ -212,6 +238,23 @@ fn cluster_with_world() -> Result<Kube> {
         );
     }
     Ok(kube)
+}
+
+/// `nsight-webhook-bench profile` over the benchmark's payloads and world; its JSON result.
+fn profile(bench: &Path, d: &Path) -> Result<Value> {
+    let out = Command::new(bench)
+        .arg("profile")
+        .arg("--payloads")
+        .arg(d.join("reviews.json"))
+        .arg("--world")
+        .arg(d.join("world.json"))
+        .arg("--rounds=20")
+        .output()
+        .context("cannot run nsight-webhook-bench profile")?;
+    if !out.status.success() {
+        bail!("profile failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    serde_json::from_slice(&out.stdout).context("profile printed no JSON result")
 }
 
 /// Waits for the server, then runs the load generator against it; its JSON result.

@@ -21,6 +21,7 @@ mod paths;
 mod setup;
 mod setup_kube;
 mod wasm;
+mod wasm_exports;
 
 use anyhow::{bail, Result};
 

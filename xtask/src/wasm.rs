@@ -1,8 +1,8 @@
 //! `cargo xtask build-wasm`: every WebAssembly artifact, built with Debian's rustc-web 1.96.
 //!
 //! ```text
-//! plugins/auth ──(wasm32-wasip1)──────────────────────────────> dist/nsight_auth_filter.wasm
-//! plugins/routing ──(wasm32-wasip1)───────────────────────────> dist/nsight_routing_filter.wasm
+//! plugins/auth ──(wasm32-wasip1)── unused hooks unexported ───> dist/nsight_auth_filter.wasm
+//! plugins/routing ──(wasm32-wasip1)── unused hooks unexported > dist/nsight_routing_filter.wasm
 //! plugins/recipes/* ──(wasm32-unknown-unknown)── wasm-tools ──> dist/recipes/<name>.wasm
 //! ui ──(wasm32-unknown-unknown)── wasm-bindgen ── wasm-opt ───> dist/ui/{index.html,*.js,*.wasm}
 //! ```
@@ -20,6 +20,7 @@ use anyhow::{Context, Result};
 use crate::{
     cmd::run,
     paths::{self, Layout},
+    wasm_exports,
 };
 
 /// A proxy-wasm filter: crate name and the artifact name Envoy loads.
@@ -111,8 +112,17 @@ fn build_filters(layout: &Layout, dist: &Path) -> Result<()> {
     run(&mut c)?;
     for (krate, name) in FILTERS {
         let from = artifact(layout, target, krate);
-        fs::copy(&from, dist.join(format!("{name}.wasm")))
+        let module = fs::read(&from)
             .with_context(|| format!("filter artifact {} missing", from.display()))?;
+        // Only the hooks the filter implements stay exported: Envoy skips the others.
+        let (module, removed) =
+            wasm_exports::strip_hooks(&module, wasm_exports::filter_hooks(name)?)
+                .with_context(|| format!("removing unused hooks from {}", from.display()))?;
+        eprintln!(
+            "{name}: {} unused proxy-wasm hooks unexported",
+            removed.len()
+        );
+        fs::write(dist.join(format!("{name}.wasm")), module)?;
     }
     Ok(())
 }

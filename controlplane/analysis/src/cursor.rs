@@ -1,11 +1,14 @@
 //! A cursor over one read-only statement, stepped in batches. The statement borrows its
 //! connection, so each cursor owns a connection and a statement on a worker thread and talks
-//! to it over channels; the worker only works while a caller waits for a batch, and ends when
-//! the cursor is dropped.
+//! to it over channels. The worker reads one batch ahead: once it has handed over a batch it
+//! reads the next (the same size) while the recipe works on the one it got, then waits; it ends
+//! when the cursor is dropped (a read ahead still running is interrupted).
 //!
 //! ```text
-//!  Cursor::next_batch(max) ──max──> worker: rows.next() × max ──batch──> Cursor
-//!  drop(Cursor) ── request channel closed ──> worker drops statement + connection, exits
+//!  Cursor::next_columns(max) ──max──> worker: the batch read ahead, or rows.next() × max
+//!                            <──ColumnBatch── (then reads the next batch ahead)
+//!  Cursor::next_batch(max) = next_columns(max) turned into rows
+//!  drop(Cursor) ── abandon flag + request channel closed ──> worker drops statement, exits
 //! ```
 
 use std::{
@@ -16,12 +19,15 @@ use std::{
 
 use rusqlite::types::{Value, ValueRef};
 
-use crate::report::{
-    open_guarded, prepare_error, step_error, Deadline, QueryError, QueryLimits, StopFlag,
+use crate::{
+    columns::ColumnBatch,
+    report::{
+        open_guarded, prepare_error, step_error, Deadline, QueryError, QueryLimits, StopFlag,
+    },
 };
 
 type Batch = Vec<Vec<Value>>;
-type Reply = Result<Option<Batch>, QueryError>;
+type Reply = Result<Option<ColumnBatch>, QueryError>;
 
 /// The rows of one statement. Invariant: once a batch call returned `Ok(None)` or an error,
 /// the worker is gone and later calls give `Ok(None)` or that error again.
@@ -32,6 +38,8 @@ pub struct Cursor {
     worker: Option<JoinHandle<()>>,
     /// Set once the statement is done or failed.
     finished: Option<Result<(), QueryError>>,
+    /// Set when the cursor is dropped: interrupts a read ahead in progress.
+    abandoned: StopFlag,
     _open: Arc<()>,
 }
 
@@ -57,6 +65,8 @@ impl Cursor {
         let (setup_tx, setup_rx) = mpsc::sync_channel::<Result<Vec<String>, QueryError>>(1);
         let (requests, request_rx) = mpsc::channel::<u32>();
         let (reply_tx, replies) = mpsc::sync_channel::<Reply>(1);
+        let abandoned = StopFlag::default();
+        let deadline = Deadline::with_abandon(stop, abandoned.clone());
         let worker = thread::Builder::new()
             .name("report-query".into())
             .spawn(move || {
@@ -64,7 +74,7 @@ impl Cursor {
                     &path,
                     &sql,
                     &params,
-                    (limits, stop),
+                    (limits, &deadline),
                     &setup_tx,
                     &request_rx,
                     &reply_tx,
@@ -78,6 +88,7 @@ impl Cursor {
                 replies,
                 worker: Some(worker),
                 finished: None,
+                abandoned,
                 _open: open,
             }),
             Ok(Err(e)) => {
@@ -99,6 +110,11 @@ impl Cursor {
     /// Up to `max_rows` rows (fewer when the host's batch bounds are reached), or `None` when
     /// the statement is done.
     pub fn next_batch(&mut self, max_rows: u32) -> Result<Option<Batch>, QueryError> {
+        Ok(self.next_columns(max_rows)?.map(ColumnBatch::into_rows))
+    }
+
+    /// [`Cursor::next_batch`] in columnar form: at least one row, at most `max_rows`.
+    pub fn next_columns(&mut self, max_rows: u32) -> Result<Option<ColumnBatch>, QueryError> {
         if let Some(done) = &self.finished {
             return done.clone().map(|()| None);
         }
@@ -123,8 +139,9 @@ impl Cursor {
     }
 
     fn stop(&mut self) {
-        // Closing the request channel ends the worker's loop; it is idle (waiting for a
-        // request) whenever no call is in progress, so the join returns at once.
+        // Closing the request channel ends the worker's loop once it waits for a request; a
+        // read ahead it is still doing is interrupted by the flag, so the join returns at once.
+        self.abandoned.stop();
         self.requests = None;
         if let Some(worker) = self.worker.take() {
             let _ = worker.join();
@@ -142,14 +159,13 @@ fn work(
     path: &std::path::Path,
     sql: &str,
     params: &[Value],
-    (limits, stop): (QueryLimits, StopFlag),
+    (limits, deadline): (QueryLimits, &Arc<Deadline>),
     setup: &mpsc::SyncSender<Result<Vec<String>, QueryError>>,
     requests: &mpsc::Receiver<u32>,
     replies: &mpsc::SyncSender<Reply>,
 ) {
-    let deadline = Deadline::new(stop);
     deadline.arm(limits.call_time);
-    let conn = match open_guarded(path, &deadline) {
+    let conn = match open_guarded(path, deadline) {
         Ok(c) => c,
         Err(e) => {
             let _ = setup.send(Err(QueryError::Failed(format!(
@@ -191,32 +207,48 @@ fn work(
         return;
     }
     let mut rows = stmt.raw_query();
-    while let Ok(max_rows) = requests.recv() {
+    let mut read = |max_rows: usize| -> Reply {
         deadline.arm(limits.call_time);
-        let max_rows = max_rows.min(limits.batch_rows).max(1) as usize;
-        let (mut batch, mut bytes) = (Vec::new(), 0usize);
-        let reply = loop {
-            if batch.len() >= max_rows || bytes >= limits.batch_bytes {
-                break Ok(Some(batch));
+        let (mut batch, mut bytes) = (ColumnBatch::new(width), 0usize);
+        loop {
+            if batch.rows >= max_rows || bytes >= limits.batch_bytes {
+                return Ok(Some(batch));
             }
             match rows.next() {
-                Ok(Some(row)) => batch.push(
-                    (0..width)
-                        .map(|i| {
-                            row.get_ref(i).map_or(Value::Null, |v| {
-                                bytes += value_bytes(v);
-                                owned(v)
-                            })
-                        })
-                        .collect(),
-                ),
-                Ok(None) if batch.is_empty() => break Ok(None),
-                Ok(None) => break Ok(Some(batch)),
-                Err(e) => break Err(step_error(e, &limits, deadline.stopped())),
+                Ok(Some(row)) => {
+                    for (i, column) in batch.columns.iter_mut().enumerate() {
+                        let v = row.get_ref(i).unwrap_or(ValueRef::Null);
+                        bytes += value_bytes(v);
+                        column.push(v);
+                    }
+                    batch.rows += 1;
+                }
+                Ok(None) if batch.rows == 0 => return Ok(None),
+                Ok(None) => return Ok(Some(batch)),
+                Err(e) => return Err(step_error(e, &limits, deadline.stopped())),
             }
+        }
+    };
+    // The batch read ahead of the next request, if any.
+    let mut ahead: Option<Reply> = None;
+    while let Ok(max_rows) = requests.recv() {
+        let max_rows = max_rows.min(limits.batch_rows).max(1) as usize;
+        let reply = match ahead.take() {
+            Some(Ok(Some(mut batch))) => {
+                if batch.rows > max_rows {
+                    ahead = Some(Ok(Some(batch.split_off(max_rows))));
+                }
+                Ok(Some(batch))
+            }
+            Some(done) => done,
+            None => read(max_rows),
         };
+        let more = matches!(reply, Ok(Some(_)));
         if replies.send(reply).is_err() {
             return;
+        }
+        if more && ahead.is_none() {
+            ahead = Some(read(max_rows));
         }
     }
 }
@@ -225,15 +257,5 @@ fn value_bytes(v: ValueRef<'_>) -> usize {
     match v {
         ValueRef::Text(b) | ValueRef::Blob(b) => b.len(),
         _ => 8,
-    }
-}
-
-fn owned(v: ValueRef<'_>) -> Value {
-    match v {
-        ValueRef::Null => Value::Null,
-        ValueRef::Integer(i) => Value::Integer(i),
-        ValueRef::Real(r) => Value::Real(r),
-        ValueRef::Text(t) => Value::Text(String::from_utf8_lossy(t).into_owned()),
-        ValueRef::Blob(b) => Value::Blob(b.to_vec()),
     }
 }

@@ -18,6 +18,7 @@
 //! [`service`] is the REST service around the host (binary `nsight-analysis`): jobs over the
 //! reports in storage, with CSV, notebook and HTML outputs written back to storage.
 
+mod columns;
 pub mod compile_cache;
 pub mod csv;
 mod cursor;
@@ -31,4 +32,6 @@ pub use recipe_host::{
     Argument, CancelHandle, Column, ColumnKind, Figure, Level, Limits, LoadSource, LogLine,
     RecipeHost, RecipeHostError, RecipeInfo, RecipeKind, RecipeOutput, Table, Value,
 };
-pub use report::{Cursor, QueryError, QueryLimits, ReportDb, ReportError, StopFlag};
+pub use report::{
+    ColumnBatch, ColumnBuf, Cursor, QueryError, QueryLimits, ReportDb, ReportError, StopFlag,
+};

@@ -236,6 +236,15 @@ fn from_sql(v: report::Value) -> Value {
     }
 }
 
+fn wit_column(c: report::ColumnBuf) -> wit_report::ColumnValues {
+    use wit_report::{ColumnValues as W, IntColumn, RealColumn};
+    match c {
+        report::ColumnBuf::Ints { values, nulls } => W::Ints(IntColumn { values, nulls }),
+        report::ColumnBuf::Reals { values, nulls } => W::Reals(RealColumn { values, nulls }),
+        report::ColumnBuf::Values(v) => W::Values(v.into_iter().map(from_sql).collect()),
+    }
+}
+
 fn wit_error(e: QueryError) -> wit_report::QueryError {
     use wit_report::QueryError as W;
     match e {
@@ -311,6 +320,18 @@ impl wit_report::HostCursor for CallState {
                         .collect()
                 })
             })
+            .map_err(wit_error))
+    }
+
+    fn next_columns(
+        &mut self,
+        cursor: Resource<report::Cursor>,
+        max_rows: u32,
+    ) -> wasmtime::Result<Result<Option<Vec<wit_report::ColumnValues>>, wit_report::QueryError>>
+    {
+        let batch = self.resources.get_mut(&cursor)?.next_columns(max_rows);
+        Ok(batch
+            .map(|b| b.map(|b| b.columns.into_iter().map(wit_column).collect()))
             .map_err(wit_error))
     }
 
@@ -619,9 +640,26 @@ impl RecipeHost {
         args: &[(String, String)],
         cancel: &CancelHandle,
     ) -> Result<RecipeOutput, RecipeHostError> {
+        let labelled: Vec<(PathBuf, String)> = reports
+            .iter()
+            .cloned()
+            .zip(report_labels(reports))
+            .collect();
+        self.run_labelled_cancellable(component, &labelled, args, cancel)
+    }
+
+    /// [`RecipeHost::run_reports_cancellable`] with each report's label given (what `reduce`
+    /// gets and what prefixes errors and log lines; the service passes storage keys).
+    pub fn run_labelled_cancellable(
+        &self,
+        component: &Component,
+        reports: &[(PathBuf, String)],
+        args: &[(String, String)],
+        cancel: &CancelHandle,
+    ) -> Result<RecipeOutput, RecipeHostError> {
         if self.kind(component) == RecipeKind::Single {
             return match reports {
-                [one] => self.run_cancellable(component, one, args, cancel),
+                [(one, _)] => self.run_cancellable(component, one, args, cancel),
                 _ => Err(RecipeHostError::Recipe(format!(
                     "this recipe reads one report at a time; got {} (run it once per report)",
                     reports.len()
@@ -635,11 +673,11 @@ impl RecipeHost {
                 r
             }
         };
-        let labels = report_labels(reports);
         let count = u32::try_from(reports.len()).unwrap_or(u32::MAX);
         let mut partials = Vec::with_capacity(reports.len());
         let mut log = Vec::new();
-        for ((index, path), label) in (0u32..).zip(reports).zip(labels) {
+        for (index, (path, label)) in (0u32..).zip(reports) {
+            let label = label.clone();
             if cancel.is_cancelled() {
                 return Err(RecipeHostError::Cancelled);
             }

@@ -6,7 +6,8 @@
 //!  ReportDb::open(path) ── read-only connection: tables(), columns()
 //!        │ query(sql, params)
 //!        v
-//!  Cursor ── its own read-only connection on a worker thread; next_batch(max) steps it
+//!  Cursor ── its own read-only connection on a worker thread, reading one batch ahead;
+//!            next_batch(max) gives rows, next_columns(max) a ColumnBatch
 //! ```
 //!
 //! Guards, on every connection: `SQLITE_OPEN_READ_ONLY | SQLITE_OPEN_NO_MUTEX` (no URI
@@ -31,6 +32,7 @@ use rusqlite::{
     Connection, ErrorCode, OpenFlags,
 };
 
+pub use crate::columns::{ColumnBatch, ColumnBuf};
 pub use crate::cursor::Cursor;
 pub use rusqlite::types::Value;
 
@@ -111,14 +113,22 @@ pub(crate) struct Deadline {
     /// Nanoseconds after `base`; `u64::MAX` when disarmed.
     at: AtomicU64,
     stop: StopFlag,
+    /// Set when whoever waits for this connection's work has gone (a dropped cursor).
+    abandoned: StopFlag,
 }
 
 impl Deadline {
     pub(crate) fn new(stop: StopFlag) -> Arc<Self> {
+        Self::with_abandon(stop, StopFlag::default())
+    }
+
+    /// A deadline that has also passed once `abandoned` is set.
+    pub(crate) fn with_abandon(stop: StopFlag, abandoned: StopFlag) -> Arc<Self> {
         Arc::new(Self {
             base: Instant::now(),
             at: AtomicU64::new(u64::MAX),
             stop,
+            abandoned,
         })
     }
 
@@ -133,7 +143,7 @@ impl Deadline {
     }
 
     fn passed(&self) -> bool {
-        if self.stop.is_stopped() {
+        if self.stop.is_stopped() || self.abandoned.is_stopped() {
             return true;
         }
         let now = u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(u64::MAX);

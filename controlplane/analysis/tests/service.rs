@@ -281,6 +281,95 @@ fn a_job_writes_the_recipes_csv_a_notebook_and_a_page() {
 }
 
 #[test]
+fn a_diff_job_runs_over_two_sessions_and_over_one_sessions_two_reports() {
+    let dir = TempDir::new("analysis-svc-diff");
+    let (a, b) = (
+        testdata("nsys-ai/mfu_2gpu_before.sqlite"),
+        testdata("nsys-ai/mfu_2gpu_after.sqlite"),
+    );
+    let key_a = "default/s1/1/app_default_0_a.sqlite";
+    let key_b = "default/s2/1/app_default_0_b.sqlite";
+    seed(dir.path(), key_a, &a);
+    seed(dir.path(), key_b, &b);
+    seed(dir.path(), "default/s3/1/app_default_0_a.sqlite", &a);
+    seed(dir.path(), "default/s3/2/app_default_0_b.sqlite", &b);
+    let svc = Service::start(dir.path(), None, &[]);
+    let direct = common::host()
+        .run_reports(&common::recipe("diff"), &[a.clone(), b.clone()], &[])
+        .unwrap();
+    let want = table_to_csv(direct.table("diff").unwrap());
+    assert!(direct.table("diff").unwrap().rows.len() > 1);
+
+    // Two inputs, in order: A is the first session's report, B the second's.
+    let id = svc.create(json!({
+        "recipe": "diff",
+        "inputs": [{ "session": "s1" }, { "session": "s2", "collection": "1" }]
+    }));
+    let job = svc.wait_status(&id, "succeeded");
+    assert_eq!(job["reports"], json!([key_a, key_b]));
+    assert_eq!(
+        job["inputs"],
+        json!([{ "session": "s1" }, { "session": "s2", "collection": "1" }])
+    );
+    assert_eq!(job["session"], "s1");
+    let files: Vec<&str> = job["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(files, ["diff.csv", "notebook.ipynb", "notebook.html"]);
+    let csv = svc.raw(&format!("/v1/jobs/{id}/files/diff.csv"));
+    assert_eq!(csv.status, 200);
+    assert_eq!(csv.body, want);
+    let notes = job["notes"].to_string();
+    assert!(
+        notes.contains(&format!("A is {key_a}, B is {key_b}")),
+        "{notes}"
+    );
+    let notebook = svc.raw(&format!("/v1/jobs/{id}/files/notebook.ipynb"));
+    nbformat_validate(dir.path(), &notebook.body);
+
+    // The single form: a session holding two reports (one per collection) is A and B too.
+    let one = svc.create(json!({ "recipe": "diff", "session": "s3" }));
+    let job = svc.wait_status(&one, "succeeded");
+    assert_eq!(job["reports"].as_array().unwrap().len(), 2);
+    let csv = svc.raw(&format!("/v1/jobs/{one}/files/diff.csv"));
+    assert_eq!(csv.body, want);
+
+    // Three reports: the recipe's own message fails the job.
+    let three = svc.create(json!({
+        "recipe": "diff",
+        "inputs": [{ "session": "s1" }, { "session": "s3" }]
+    }));
+    let job = svc.wait_status(&three, "failed");
+    let reason = job["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("diff compares exactly two reports"),
+        "{reason}"
+    );
+    // An input without reports is named.
+    let none = svc.create(json!({
+        "recipe": "diff",
+        "inputs": [{ "session": "s1" }, { "session": "s9" }]
+    }));
+    let job = svc.wait_status(&none, "failed");
+    let reason = job["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("session default/s9 has no .sqlite report"),
+        "{reason}"
+    );
+    // Both forms at once are refused before a job exists.
+    let r = http::post_json(
+        svc.http,
+        "/analysis/v1/jobs",
+        &json!({ "recipe": "diff", "session": "s1", "inputs": [{ "session": "s2" }] }).to_string(),
+    )
+    .unwrap();
+    problem(400, &r, "not both");
+}
+
+#[test]
 fn bad_input_is_refused_or_fails_the_job_clearly() {
     let dir = TempDir::new("analysis-svc-bad");
     let plain = dir.path().join("plain.sqlite");

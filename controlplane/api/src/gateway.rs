@@ -97,6 +97,10 @@ pub struct JwtAuth {
     pub verification_jwks: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jwks_secret_ref: Option<SecretRef>,
+    /// The token claim forwarded upstream as the caller's identity (default `sub`); a dotted
+    /// path reaches a nested claim (`realm_access.roles`), a list is forwarded comma-separated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity_claim: Option<String>,
 }
 
 /// OIDC authorization-code flow for browsers, JWKS-validated bearer tokens for the CLI.
@@ -109,11 +113,22 @@ pub struct OAuth2Auth {
     pub issuer: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_id: Option<String>,
-    /// A Secret with `client_secret.key` and `hmac.key`.
+    /// A Secret with `client_secret.key` and `hmac.key` (and optionally `ca.crt`: the CA that
+    /// signed the issuer's certificate, when not a public one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_secret_ref: Option<SecretRef>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scopes: Vec<String>,
+    /// The callback registered at the identity provider (default
+    /// `https://<first DNS name of the TLS certificate>:<port>/oauth2/callback`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redirect_uri: Option<String>,
+    /// `aud` values accepted in bearer tokens (default: the client id).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub audiences: Vec<String>,
+    /// As `jwt.identityClaim` (default `sub`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity_claim: Option<String>,
 }
 
 /// URL prefixes of the backends (defaults `/coordinator/`, `/analysis/`, `/tenant/`).

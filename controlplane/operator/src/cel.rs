@@ -2,13 +2,32 @@
 //! (the convention of Kubernetes admission CEL), using the `cel` interpreter with the
 //! Kubernetes string and list functions (kube-cel).
 //!
-//! Pure. The expression must yield a bool; anything else, a parse error or an evaluation error
-//! is an [`CelError`] (the rule then does not match, and the webhook warns).
+//! The expression must yield a bool; anything else, a parse error or an evaluation error is a
+//! [`CelError`] (the rule then does not match, and the webhook warns).
+//!
+//! On the webhook's request path: each worker thread keeps one root context with the functions
+//! registered and the programs it compiled (by expression text, bounded), so a review pays only
+//! for converting the Pod and running the program. Results depend only on the expression and
+//! the object.
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::{
+    cell::RefCell,
+    collections::HashMap,
+    panic::{catch_unwind, AssertUnwindSafe},
+    rc::Rc,
+};
 
 use kube_cel::{cel, KubeCelExt};
-use serde_json::Value;
+use serde::Serialize;
+
+/// Compiled programs kept per thread; past this the cache starts again (configs are few).
+const MAX_PROGRAMS: usize = 256;
+
+thread_local! {
+    static ROOT: cel::Context<'static> = cel::Context::default().with_all();
+    static PROGRAMS: RefCell<HashMap<String, Rc<Result<cel::Program, CelError>>>> =
+        RefCell::new(HashMap::new());
+}
 
 /// Why a CEL rule could not be decided.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -21,32 +40,53 @@ pub enum CelError {
     NotBool(String),
 }
 
-/// Evaluates `expression` with `object` = `pod` (the Pod as JSON).
-pub fn evaluate(expression: &str, pod: &Value) -> Result<bool, CelError> {
+/// Evaluates `expression` with `object` = `pod` (the Pod, typed or as JSON: the same fields).
+pub fn evaluate<T: Serialize + ?Sized>(expression: &str, pod: &T) -> Result<bool, CelError> {
     // The interpreter is third-party code over user input: a panic in it must not take the
     // webhook's connection down, it is one more reason for the rule not to match.
     catch_unwind(AssertUnwindSafe(|| evaluate_inner(expression, pod)))
         .unwrap_or_else(|_| Err(CelError::Evaluate("the CEL interpreter panicked".into())))
 }
 
-fn evaluate_inner(expression: &str, pod: &Value) -> Result<bool, CelError> {
-    let program = cel::Program::compile(expression).map_err(|e| CelError::Parse(e.to_string()))?;
-    let mut context = cel::Context::default().with_all();
-    context
-        .add_variable("object", pod.clone())
-        .map_err(|e| CelError::Evaluate(e.to_string()))?;
-    match program.execute(&context) {
-        Ok(cel::Value::Bool(b)) => Ok(b),
-        Ok(other) => Err(CelError::NotBool(format!("{other:?}"))),
-        Err(e) => Err(CelError::Evaluate(e.to_string())),
-    }
+/// The compiled program of `expression` (or why it does not parse), from this thread's cache.
+fn program(expression: &str) -> Rc<Result<cel::Program, CelError>> {
+    PROGRAMS.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if let Some(found) = cache.get(expression) {
+            return found.clone();
+        }
+        if cache.len() >= MAX_PROGRAMS {
+            cache.clear();
+        }
+        let compiled =
+            Rc::new(cel::Program::compile(expression).map_err(|e| CelError::Parse(e.to_string())));
+        cache.insert(expression.to_owned(), compiled.clone());
+        compiled
+    })
+}
+
+fn evaluate_inner<T: Serialize + ?Sized>(expression: &str, pod: &T) -> Result<bool, CelError> {
+    let program = program(expression);
+    let program = program.as_ref().as_ref().map_err(Clone::clone)?;
+    ROOT.with(|root| {
+        let mut context = root.new_inner_scope();
+        context
+            .add_variable("object", pod)
+            .map_err(|e| CelError::Evaluate(e.to_string()))?;
+        match program.execute(&context) {
+            Ok(cel::Value::Bool(b)) => Ok(b),
+            Ok(other) => Err(CelError::NotBool(format!("{other:?}"))),
+            Err(e) => Err(CelError::Evaluate(e.to_string())),
+        }
+    })
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
 
-    use serde_json::json;
+    use k8s_openapi::api::core::v1::Pod;
+    use serde_json::{json, Value};
 
     use super::*;
 
@@ -68,7 +108,39 @@ mod tests {
     }
 
     #[test]
+    fn a_typed_pod_reads_like_its_json() {
+        let typed: Pod = serde_json::from_value(pod()).unwrap();
+        for expression in [
+            "object.metadata.name.startsWith('train')",
+            "object.spec.containers.exists(c, c.image.contains('torch'))",
+            "object.metadata.labels.team == 'ml'",
+        ] {
+            assert_eq!(
+                evaluate(expression, &typed).unwrap(),
+                evaluate(expression, &pod()).unwrap(),
+                "{expression}"
+            );
+        }
+    }
+
+    #[test]
+    fn cached_programs_see_each_object() {
+        // The same expression, compiled once, over two different Pods.
+        let e = "object.metadata.name == 'train-7'";
+        assert!(evaluate(e, &pod()).unwrap());
+        let mut other = pod();
+        other["metadata"]["name"] = json!("other");
+        assert!(!evaluate(e, &other).unwrap());
+        assert!(evaluate(e, &pod()).unwrap());
+    }
+
+    #[test]
     fn errors_are_reported() {
+        assert!(matches!(
+            evaluate("object.(", &pod()),
+            Err(CelError::Parse(_))
+        ));
+        // Cached parse errors stay errors.
         assert!(matches!(
             evaluate("object.(", &pod()),
             Err(CelError::Parse(_))

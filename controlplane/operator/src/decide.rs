@@ -106,7 +106,7 @@ pub fn decide(
 
 /// Decides for `pod` over a [`View`] of its namespace: the namespace's configs, then the
 /// cluster-wide ones. `pod_json`, when the caller has the Pod as JSON already, is what CEL
-/// rules see (otherwise the Pod is serialized when a CEL rule is reached).
+/// rules see (otherwise they read the typed Pod, which has the same fields).
 pub fn decide_in(
     pod: &Pod,
     pod_json: Option<&Value>,
@@ -138,20 +138,18 @@ fn decide_ordered<'a>(
         return Decision::Skip(SkipReason::OptedOut);
     }
     let mut cel_failure = None;
-    // Serialized only when a CEL rule needs it and the caller has no JSON.
-    let mut serialized: Option<Value> = None;
     for (cluster, config) in configs.clone() {
         for rule in &config.spec.injection_rules {
             if !selectors_match(rule, labels, namespace_labels) {
                 continue;
             }
             if let Some(expression) = &rule.cel_expression {
-                let object = match pod_json {
-                    Some(v) => v,
-                    None => serialized
-                        .get_or_insert_with(|| serde_json::to_value(pod).unwrap_or_default()),
+                // The typed Pod goes straight into CEL's values (no JSON tree in between).
+                let verdict = match pod_json {
+                    Some(v) => cel::evaluate(expression, v),
+                    None => cel::evaluate(expression, pod),
                 };
-                match cel::evaluate(expression, object) {
+                match verdict {
                     Ok(true) => {}
                     Ok(false) => continue,
                     Err(e) => {

@@ -23,6 +23,7 @@ pub mod leader;
 pub mod manager;
 pub mod metrics;
 pub mod patch;
+pub mod plugins;
 pub mod provision;
 pub mod render;
 pub mod selector;

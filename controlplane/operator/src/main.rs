@@ -1,5 +1,6 @@
 //! `nsight-operator`: `manager` runs the controllers (with leader election, health and
-//! metrics); `webhook` serves the injector over HTTPS.
+//! metrics); `webhook` serves the injector over HTTPS; `install-plugins` is the gateway Pod's
+//! init container (copies the proxy-wasm filters of this image next to Envoy).
 
 use std::{path::PathBuf, sync::Arc};
 
@@ -56,6 +57,14 @@ enum Command {
         #[command(flatten)]
         cluster: WebhookClusterArgs,
     },
+    /// Copy the gateway's proxy-wasm filters (`FROM/*.wasm`) into `TO` (the gateway Pod's
+    /// init container).
+    InstallPlugins {
+        #[arg(long, default_value = nsight_operator::render::gateway::PLUGINS_SOURCE_DIR)]
+        from: PathBuf,
+        #[arg(long)]
+        to: PathBuf,
+    },
 }
 
 /// The webhook's use of the API server (ignored with `--world`).
@@ -107,9 +116,19 @@ struct ManagerArgs {
     /// Where the manager serves ADS to gateways [default: 0.0.0.0:<xds-port>].
     #[arg(long)]
     xds_listen: Option<std::net::SocketAddr>,
-    /// The auth filter's `.wasm` path inside the gateway's Envoy container.
+    /// The auth filter's `.wasm` path inside the gateway's Envoy container (its directory is
+    /// where the gateway's init container installs the filters).
     #[arg(long, env = "NSIGHT_AUTH_WASM_PATH", default_value_os_t = XdsSettings::default().wasm_path)]
     auth_wasm_path: PathBuf,
+    /// The image whose `/plugins/*.wasm` the gateways' init container installs [default:
+    /// this operator's image, `<image-repository>/nsight-operator:<image-tag>`].
+    #[arg(long, env = "NSIGHT_PLUGINS_IMAGE")]
+    plugins_image: Option<String>,
+    /// Where the manager reaches a managed S3 server to create its bucket, `{name}` and
+    /// `{namespace}` replaced [default: the Service's cluster DNS name, as in the generated
+    /// storage config]. For a manager running outside the cluster.
+    #[arg(long)]
+    managed_storage_endpoint: Option<String>,
     /// DNS suffix of Services, for the gateway's upstreams.
     #[arg(long, default_value_t = XdsSettings::default().cluster_domain)]
     cluster_domain: String,
@@ -187,6 +206,20 @@ async fn run_manager(args: ManagerArgs) -> Result<()> {
             envoy_image: args.envoy_image,
             xds_host: args.xds_host,
             xds_port: args.xds_port,
+            plugins_image: args.plugins_image,
+            managed_storage_endpoint: args.managed_storage_endpoint,
+            wasm_dir: args
+                .auth_wasm_path
+                .parent()
+                .filter(|d| d.is_absolute())
+                .with_context(|| {
+                    format!(
+                        "--auth-wasm-path {} is not an absolute file path",
+                        args.auth_wasm_path.display()
+                    )
+                })?
+                .display()
+                .to_string(),
         },
         namespace: args.namespace,
     };
@@ -259,6 +292,13 @@ async fn main() -> Result<()> {
     let (listen, cert, key, agent_image, coordinator_url, tag, world, cluster) =
         match Cli::parse().command {
             Command::Manager(args) => return run_manager(args).await,
+            Command::InstallPlugins { from, to } => {
+                let installed = nsight_operator::plugins::install(&from, &to)?;
+                for path in installed {
+                    tracing::info!(path = %path.display(), "filter installed");
+                }
+                return Ok(());
+            }
             Command::Webhook {
                 listen,
                 cert,

@@ -36,6 +36,7 @@ fn settings() -> RenderSettings {
         envoy_image: "registry.test/envoy:v1.36.2".into(),
         xds_host: "nsight-operator-xds.nsight.svc".into(),
         xds_port: 18000,
+        ..RenderSettings::default()
     }
 }
 
@@ -257,6 +258,84 @@ fn the_image_repository_setting_names_the_images() {
     assert_eq!(
         image.as_deref(),
         Some("registry.test/nsight/nsight-analysis:1.2.3")
+    );
+}
+
+/// The gateway's Envoy has the filters where its xDS configuration says (`--auth-wasm-path`):
+/// the init container installs the operator image's `/plugins/*.wasm` into the volume Envoy
+/// mounts read-only there.
+#[test]
+fn the_gateway_pod_has_the_filters_where_xds_points() {
+    let (_, desired) = render_case("gateway");
+    let d = desired.deployment("nsight-operator-gateway").unwrap();
+    let pod = d.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+    let wasm_path = nsight_operator::xds::translate::XdsSettings::default().wasm_path;
+    let wasm_dir = wasm_path.parent().unwrap().to_str().unwrap();
+    assert_eq!(settings().wasm_dir, wasm_dir);
+    let init = &pod.init_containers.as_ref().unwrap()[0];
+    assert_eq!(init.name, render::gateway::PLUGINS_INIT_CONTAINER);
+    assert_eq!(
+        init.image.as_deref(),
+        Some("registry.test/nsight/nsight-operator:1.2.3")
+    );
+    assert_eq!(
+        init.command.as_deref().unwrap(),
+        [
+            "nsight-operator".to_string(),
+            "install-plugins".into(),
+            "--from=/plugins".into(),
+            format!("--to={wasm_dir}"),
+        ]
+    );
+    let init_mount = &init.volume_mounts.as_ref().unwrap()[0];
+    assert_eq!(
+        (init_mount.mount_path.as_str(), init_mount.read_only),
+        (wasm_dir, None)
+    );
+    let envoy = &pod.containers[0];
+    let mount = envoy
+        .volume_mounts
+        .iter()
+        .flatten()
+        .find(|m| m.name == init_mount.name)
+        .expect("Envoy does not mount the filters");
+    assert_eq!(mount.mount_path, wasm_dir);
+    assert_eq!(mount.read_only, Some(true));
+    let volume = pod
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == init_mount.name)
+        .unwrap();
+    assert!(volume.empty_dir.is_some());
+    // No mount inside another mount (a ConfigMap volume cannot hold a mount point).
+    let paths: Vec<&str> = envoy
+        .volume_mounts
+        .iter()
+        .flatten()
+        .map(|m| m.mount_path.as_str())
+        .collect();
+    for a in &paths {
+        for b in &paths {
+            assert!(
+                a == b || !b.starts_with(&format!("{a}/")),
+                "{b} is inside {a}"
+            );
+        }
+    }
+
+    // Another plugins image when asked.
+    let s = RenderSettings {
+        plugins_image: Some("registry.test/filters:7".into()),
+        ..settings()
+    };
+    let cr = docs("gateway").remove(0);
+    let desired = render::gateway::render(&parse::<NsightGateway>(&cr), &s).unwrap();
+    let d = desired.deployment("nsight-operator-gateway").unwrap();
+    let pod = d.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+    assert_eq!(
+        pod.init_containers.as_ref().unwrap()[0].image.as_deref(),
+        Some("registry.test/filters:7")
     );
 }
 

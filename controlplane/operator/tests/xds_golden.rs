@@ -12,6 +12,7 @@
 
 use std::{collections::BTreeMap, path::PathBuf};
 
+use base64::Engine as _;
 use k8s_openapi::api::core::v1::{Secret, Service};
 use nsight_api::NsightGateway;
 use nsight_gateway::translate::translate as to_envoy;
@@ -64,7 +65,7 @@ fn run(case: &str) -> (translate::Translation, Value) {
                 .listeners
                 .iter()
                 .filter_map(|l| l.auth.as_ref())
-                .map(|a| serde_json::from_str(&a.config_json).unwrap())
+                .map(|a| redacted(serde_json::from_str(&a.config_json).unwrap()))
                 .collect();
             // The IR must translate to Envoy resources.
             to_envoy(ir).unwrap();
@@ -73,6 +74,18 @@ fn run(case: &str) -> (translate::Translation, Value) {
         Err(why) => json!({"conditions": conditions, "refused": why}),
     };
     (out, view)
+}
+
+/// The OAuth2 client secret and cookie key replaced, so the golden files hold no secret.
+fn redacted(mut config: Value) -> Value {
+    if let Some(o) = config.get_mut("oauth2").and_then(Value::as_object_mut) {
+        for key in ["client_secret", "cookie_key"] {
+            if o.contains_key(key) {
+                o.insert(key.into(), json!("<redacted>"));
+            }
+        }
+    }
+    config
 }
 
 fn golden(case: &str) -> translate::Translation {
@@ -209,10 +222,16 @@ fn broken_inputs_give_no_ir_and_a_false_condition() {
             "set spec.tlsSecretRef",
         ),
         (
-            "oauth2-with-tls",
+            "oauth2-http-issuer",
             "AuthConfigValid",
-            "OAuth2NotSupported",
-            "does not yet configure the auth filter's OAuth2 mode",
+            "OAuth2Invalid",
+            "must be an https:// URL",
+        ),
+        (
+            "oauth2-short-hmac",
+            "AuthConfigValid",
+            "OAuth2Invalid",
+            "`hmac.key` has 9 bytes; use at least 32",
         ),
     ] {
         let out = golden(case);
@@ -234,4 +253,85 @@ fn referenced_secrets_are_listed_once() {
                                     "jwt": {"jwksSecretRef": {"name": "j"}}}}}))
     .unwrap();
     assert_eq!(translate::referenced_secrets(&gw), ["j", "s"]);
+}
+
+const CLIENT_SECRET: &str = "s3cr3t-client-value";
+
+#[test]
+fn oauth2_with_tls_reaches_the_issuer_over_tls_with_the_system_cas() {
+    let out = golden("oauth2-with-tls");
+    let c = condition(&out, "AuthConfigValid");
+    assert!(c.status, "{c:?}");
+    assert_eq!(c.reason, "OAuth2");
+    assert!(
+        !format!("{out:?}").contains(CLIENT_SECRET),
+        "secret in Debug"
+    );
+    assert!(!c.message.contains(CLIENT_SECRET));
+    let ir = out.ir.unwrap();
+    let idp = ir
+        .upstreams
+        .iter()
+        .find(|u| u.name == "oauth2-idp-idp.example-443")
+        .unwrap();
+    assert_eq!(
+        (idp.endpoints[0].host.as_str(), idp.endpoints[0].port),
+        ("idp.example", 443)
+    );
+    let tls = idp.tls.as_ref().unwrap();
+    assert_eq!(tls.sni, "idp.example");
+    assert_eq!(tls.trust, nsight_gateway::ir::CaTrust::System);
+    let l = &ir.listeners[0];
+    assert!(l.tls_secret.is_some());
+    let config: Value = serde_json::from_str(&l.auth.as_ref().unwrap().config_json).unwrap();
+    let o = &config["oauth2"];
+    assert_eq!(config["mode"], "oauth2");
+    assert_eq!(o["cluster"], "oauth2-idp-idp.example-443");
+    assert_eq!(
+        o["client_secret"], CLIENT_SECRET,
+        "from the Secret, to the filter"
+    );
+    assert_eq!(o["listener_tls"], true);
+    assert_eq!(o["audiences"], json!(["c"]), "default: the client id");
+    assert_eq!(
+        o["redirect_uri"], "https://gateway.test:8888/oauth2/callback",
+        "the certificate's DNS name and the gateway port"
+    );
+    // The cookie key is the Secret's hmac.key bytes, base64: at least 32 bytes.
+    let key = base64::engine::general_purpose::STANDARD
+        .decode(o["cookie_key"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(key, b"MTIzNDU2Nzg5MDEyMzQ1Njc4OTAxMjM0NTY3ODkwMTI=");
+}
+
+#[test]
+fn oauth2_with_a_private_ca_redirect_uri_audiences_claim_and_api_key() {
+    let out = golden("oauth2-private-ca");
+    let c = condition(&out, "AuthConfigValid");
+    assert!(c.status, "{c:?}");
+    assert!(c.message.ends_with("or API key"), "{}", c.message);
+    let ir = out.ir.unwrap();
+    let idp = ir.upstreams.last().unwrap();
+    assert_eq!(idp.name, "oauth2-idp-idp.example-8443");
+    assert_eq!(idp.endpoints[0].port, 8443);
+    let Some(nsight_gateway::ir::CaTrust::Pem(pem)) = idp.tls.as_ref().map(|t| &t.trust) else {
+        panic!("the Secret's ca.crt is trusted: {idp:?}");
+    };
+    assert!(pem.contains("BEGIN CERTIFICATE"));
+    let config: Value =
+        serde_json::from_str(&ir.listeners[0].auth.as_ref().unwrap().config_json).unwrap();
+    let o = &config["oauth2"];
+    assert_eq!(
+        o["redirect_uri"],
+        "https://nsight.example.com/oauth2/callback"
+    );
+    assert_eq!(o["audiences"], json!(["nsight-cloud"]));
+    assert_eq!(o["identity_claim"], "groups");
+    assert_eq!(o["scopes"], json!(["openid", "profile"]));
+    assert_eq!(config["api_keys"], json!(["inline-key-0123456789abcdef"]));
+    // The rendered Envoy resources carry the CA and check the issuer's name.
+    let yaml = nsight_gateway::render::to_yaml(&to_envoy(&ir).unwrap()).unwrap();
+    assert!(yaml.contains("sni: idp.example"), "{yaml}");
+    assert!(yaml.contains("exact: idp.example"), "{yaml}");
+    assert!(!yaml.contains(CLIENT_SECRET), "client secret rendered");
 }

@@ -1,5 +1,5 @@
 //! Upstream -> Envoy `Cluster`: endpoints inline (static IPs or DNS names), connect timeout,
-//! active HTTP health check. No EDS: endpoints change with the IR, like everything else.
+//! active HTTP health check, TLS to the upstream (`tls::upstream_tls`). No EDS: endpoints change with the IR, like everything else.
 
 use std::net::IpAddr;
 
@@ -77,6 +77,7 @@ pub(super) fn cluster(u: &Upstream) -> Resource {
             ..Default::default()
         }),
         health_checks,
+        transport_socket: u.tls.as_ref().map(super::tls::upstream_tls),
         ..Default::default()
     };
     Resource::new(&u.name, &cluster, Vec::new())

@@ -3,7 +3,7 @@
 //! ```text
 //! GatewayIr ─┬─ listener.rs  Listener (+ HCM, TLS transport socket via SDS, auth filter)
 //!            ├─ route.rs     RouteConfiguration (prefix routes, timeouts, retries)
-//!            ├─ cluster.rs   Cluster (endpoints, connect timeout, health check)
+//!            ├─ cluster.rs   Cluster (endpoints, connect timeout, health check, upstream TLS)
 //!            ├─ secret.rs    Secret (TLS certificate for SDS)
 //!            └─ wasm.rs      the proxy-wasm HTTP filter (Envoy messages xds-api lacks)
 //! ```

@@ -3,8 +3,10 @@
 //!
 //! ```text
 //! token ──header (unverified)──> alg allowed? kid known? ──key──> signature (jsonwebtoken,
-//!        RustCrypto) ──claims (verified)──> exp / nbf (± skew) ──> iss ──> aud ──> sub
+//!        RustCrypto) ──claims (verified)──> exp / nbf (± skew) ──> iss ──> aud ──> identity
 //! ```
+//! The identity is `sub`, or the configured `identity_claim` (a dotted path to a nested claim;
+//! a list of strings becomes a comma-separated list, see [`identity_from`]).
 //! Nothing from the payload is looked at before the signature verifies. A token that verified
 //! is remembered (`verified`: by digest, with its dates re-checked on every use) so the next
 //! request with it skips the signature check. Errors are written for the person holding the
@@ -29,6 +31,10 @@ pub const MAX_CLOCK_SKEW_S: u64 = 300;
 pub const DEFAULT_CLOCK_SKEW_S: u64 = 60;
 /// Longest `sub` forwarded as the identity header.
 pub const MAX_SUBJECT_LEN: usize = 256;
+/// Most values of a list claim forwarded as the identity.
+pub const MAX_IDENTITY_VALUES: usize = 64;
+/// Longest `identity_claim` path.
+pub const MAX_CLAIM_PATH_LEN: usize = 128;
 
 /// The `jwt` member of the filter configuration, as written.
 #[derive(Deserialize)]
@@ -41,6 +47,8 @@ pub(crate) struct RawJwtConfig {
     remote_jwks: Option<RawRemoteJwks>,
     #[serde(default = "default_skew")]
     clock_skew_s: u64,
+    #[serde(default)]
+    identity_claim: Option<String>,
 }
 
 fn default_skew() -> u64 {
@@ -55,6 +63,46 @@ pub struct JwtConfig {
     pub audiences: BTreeSet<String>,
     pub keys: KeySource,
     pub clock_skew_s: u64,
+    /// The claim forwarded as the identity, as a path of member names (`None`: `sub`).
+    pub identity_claim: Option<ClaimPath>,
+}
+
+/// A claim named by a dotted path (`namespace`, `realm_access.roles`); each segment non-empty.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClaimPath(Vec<String>);
+
+impl ClaimPath {
+    /// Parses `a.b.c`; `None` for an empty path, an empty segment or one longer than
+    /// [`MAX_CLAIM_PATH_LEN`].
+    pub fn parse(path: &str) -> Option<Self> {
+        if path.is_empty() || path.len() > MAX_CLAIM_PATH_LEN {
+            return None;
+        }
+        let segments: Vec<String> = path.split('.').map(str::to_owned).collect();
+        segments
+            .iter()
+            .all(|s| !s.is_empty())
+            .then_some(Self(segments))
+    }
+
+    /// The path as written.
+    pub fn dotted(&self) -> String {
+        self.0.join(".")
+    }
+
+    /// `None` for `sub` (the default identity), else the path.
+    pub fn parse_option(path: Option<&str>) -> Result<Option<Self>, String> {
+        match path {
+            None | Some("sub") => Ok(None),
+            Some(p) => Self::parse(p).map(Some).ok_or_else(|| {
+                format!(
+                    "`identity_claim` must be a claim name or a dotted path to a nested claim \
+                     (e.g. `namespace`, `realm_access.roles`), at most {MAX_CLAIM_PATH_LEN} \
+                     characters"
+                )
+            }),
+        }
+    }
 }
 
 /// Where the trusted keys come from.
@@ -70,8 +118,14 @@ impl std::fmt::Debug for JwtConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "Jwt {{ issuer: {:?}, audiences: {:?}, keys: {:?}, clock_skew_s: {} }}",
-            self.issuer, self.audiences, self.keys, self.clock_skew_s
+            "Jwt {{ issuer: {:?}, audiences: {:?}, keys: {:?}, clock_skew_s: {}, identity: {} }}",
+            self.issuer,
+            self.audiences,
+            self.keys,
+            self.clock_skew_s,
+            self.identity_claim
+                .as_ref()
+                .map_or_else(|| "sub".to_owned(), ClaimPath::dotted)
         )
     }
 }
@@ -86,6 +140,7 @@ pub enum JwtConfigError {
     /// Both or neither of `jwks` and `remote_jwks`.
     KeySource,
     Remote(String),
+    IdentityClaim(String),
 }
 
 impl std::fmt::Display for JwtConfigError {
@@ -104,7 +159,7 @@ impl std::fmt::Display for JwtConfigError {
                 "jwt mode needs exactly one of `jwks` (inline keys) and `remote_jwks` (the \
                  issuer's jwks_uri)",
             ),
-            Self::Remote(e) => f.write_str(e),
+            Self::Remote(e) | Self::IdentityClaim(e) => f.write_str(e),
         }
     }
 }
@@ -131,16 +186,19 @@ impl JwtConfig {
             }
             _ => return Err(JwtConfigError::KeySource),
         };
+        let identity_claim = ClaimPath::parse_option(raw.identity_claim.as_deref())
+            .map_err(JwtConfigError::IdentityClaim)?;
         Ok(Self {
             issuer: raw.issuer,
             audiences: raw.audiences.into_iter().collect(),
             keys,
             clock_skew_s: raw.clock_skew_s,
+            identity_claim,
         })
     }
 
     /// Verifies `token` at `now` (seconds since the Unix epoch) against the inline keys; the
-    /// token's `sub` on success. With a remote JWKS use [`JwtConfig::verify_with`].
+    /// token's identity (`sub` or the configured claim) on success. With a remote JWKS use [`JwtConfig::verify_with`].
     pub fn verify(&self, token: &str, now: u64) -> Result<String, TokenError> {
         match &self.keys {
             KeySource::Inline(keys) => self.verify_with(keys, token, now),
@@ -148,7 +206,7 @@ impl JwtConfig {
         }
     }
 
-    /// Verifies `token` at `now` against `keys`; the token's `sub` on success.
+    /// Verifies `token` at `now` against `keys`; the token's identity on success.
     pub fn verify_with(
         &self,
         keys: &[VerifyKey],
@@ -173,6 +231,7 @@ impl JwtConfig {
             &self.issuer,
             &self.audiences,
             self.clock_skew_s,
+            self.identity_claim.as_ref().map(|c| c.0.as_slice()),
         );
         if let Some(sub) = verified::lookup(&cache_key, now, self.clock_skew_s) {
             return Ok(sub);
@@ -233,13 +292,64 @@ impl JwtConfig {
                 expected: self.audiences.iter().cloned().collect(),
             });
         }
-        let sub = claims.sub.as_deref().ok_or(TokenError::NoSubject)?;
-        let printable = sub.bytes().all(|b| (0x20..0x7f).contains(&b));
-        if sub.is_empty() || sub.len() > MAX_SUBJECT_LEN || !printable {
-            return Err(TokenError::BadSubject);
-        }
-        Ok(sub.to_owned())
+        let Some(path) = &self.identity_claim else {
+            let sub = claims.sub.as_deref().ok_or(TokenError::NoSubject)?;
+            if !identity_value_ok(sub) {
+                return Err(TokenError::BadSubject);
+            }
+            return Ok(sub.to_owned());
+        };
+        let mut segments = path.0.iter();
+        let first = segments.next().map(String::as_str).unwrap_or_default();
+        let sub_value = claims.sub.clone().map(serde_json::Value::String);
+        let root = if first == "sub" {
+            sub_value.as_ref()
+        } else {
+            claims.other.get(first)
+        };
+        let value = segments.try_fold(root, |v, name| Some(v?.get(name)));
+        let value = value
+            .flatten()
+            .ok_or_else(|| TokenError::NoIdentityClaim(path.dotted()))?;
+        identity_from(value).ok_or_else(|| TokenError::BadIdentityClaim(path.dotted()))
     }
+}
+
+/// Whether one identity value may be forwarded: 1 to [`MAX_SUBJECT_LEN`] printable ASCII
+/// characters, no comma (the list separator), and none of the identities this filter forwards
+/// for API keys or unauthenticated requests (`api-key`, `api-key:<tenant>`, `anonymous`), which
+/// a token must not be able to claim.
+pub fn identity_value_ok(v: &str) -> bool {
+    !v.is_empty()
+        && v.len() <= MAX_SUBJECT_LEN
+        && v.bytes().all(|b| (0x20..0x7f).contains(&b) && b != b',')
+        && v != crate::config::API_KEY_IDENTITY
+        && !v.starts_with(crate::config::API_KEY_TENANT_PREFIX)
+        && v != "anonymous"
+}
+
+/// The identity a claim's value gives: a string or a number as it is; a list of them as the
+/// values that pass [`identity_value_ok`], comma-separated (at most [`MAX_IDENTITY_VALUES`]);
+/// `None` when nothing usable remains (an object, an empty list, a refused string).
+pub fn identity_from(value: &serde_json::Value) -> Option<String> {
+    let one = |v: &serde_json::Value| match v {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    };
+    let values: Vec<String> = match value {
+        serde_json::Value::Array(items) => items
+            .iter()
+            .filter_map(one)
+            .filter(|v| identity_value_ok(v))
+            .take(MAX_IDENTITY_VALUES)
+            .collect(),
+        v => one(v)
+            .filter(|v| identity_value_ok(v))
+            .into_iter()
+            .collect(),
+    };
+    (!values.is_empty()).then(|| values.join(","))
 }
 
 fn key_for<'k>(keys: &'k [VerifyKey], kid: Option<&str>) -> Result<&'k VerifyKey, TokenError> {
@@ -286,6 +396,10 @@ pub enum TokenError {
     },
     NoSubject,
     BadSubject,
+    /// The configured identity claim is missing (its path).
+    NoIdentityClaim(String),
+    /// The configured identity claim has no usable value (its path).
+    BadIdentityClaim(String),
 }
 
 impl std::fmt::Display for TokenError {
@@ -344,7 +458,18 @@ impl std::fmt::Display for TokenError {
             Self::BadSubject => write!(
                 f,
                 "the token's subject (sub) must be 1 to {MAX_SUBJECT_LEN} printable ASCII \
-                 characters"
+                 characters without a comma"
+            ),
+            Self::NoIdentityClaim(path) => write!(
+                f,
+                "the token has no `{path}` claim, which the gateway uses as the identity; ask \
+                 the issuer to include it"
+            ),
+            Self::BadIdentityClaim(path) => write!(
+                f,
+                "the token's `{path}` claim has no usable identity: it must be a string, a \
+                 number or a list of them, each 1 to {MAX_SUBJECT_LEN} printable ASCII \
+                 characters without a comma"
             ),
         }
     }
@@ -399,6 +524,9 @@ struct Claims {
     iss: Option<String>,
     aud: Option<Audience>,
     sub: Option<String>,
+    /// Every other claim (looked at only for a configured `identity_claim`).
+    #[serde(flatten)]
+    other: serde_json::Map<String, serde_json::Value>,
 }
 
 #[derive(Deserialize)]

@@ -4,10 +4,10 @@
 
 use std::borrow::Cow;
 
-use subtle::ConstantTimeEq;
+use subtle::{ConditionallySelectable, ConstantTimeEq};
 
 use crate::{
-    config::AuthConfig,
+    config::{ApiKey, AuthConfig},
     jwks::VerifyKey,
     jwt::{KeySource, TokenError},
 };
@@ -130,9 +130,9 @@ pub fn decide_with(
             "Authorization header must use the Bearer scheme",
         );
     };
-    if api_key_matches(api_keys, presented) {
+    if let Some(key) = api_key_match(api_keys, presented) {
         return Decision::Allow {
-            identity: "api-key".into(),
+            identity: key.identity.clone(),
         };
     }
     match jwt {
@@ -170,13 +170,21 @@ pub fn decide_with(
     }
 }
 
-/// Whether `presented` equals one of the keys. Every key is compared so the time taken does
-/// not reveal which one (or how many) matched.
-fn api_key_matches(api_keys: &[String], presented: &str) -> bool {
-    let matched = api_keys.iter().fold(0u8, |acc, key| {
-        acc | u8::from(bool::from(key.as_bytes().ct_eq(presented.as_bytes())))
-    });
-    matched == 1
+/// The key `presented` equals, if any. Every key is compared and the match is selected in
+/// constant time, so the time taken does not reveal which one (or how many) matched.
+fn api_key_match<'k>(api_keys: &'k [ApiKey], presented: &str) -> Option<&'k ApiKey> {
+    let mut found = 0u32;
+    let mut matched = subtle::Choice::from(0);
+    for (i, key) in api_keys.iter().enumerate() {
+        let eq = key.key.as_bytes().ct_eq(presented.as_bytes());
+        let index = u32::try_from(i).unwrap_or(u32::MAX);
+        found = u32::conditional_select(&found, &index, eq);
+        matched |= eq;
+    }
+    bool::from(matched)
+        .then(|| usize::try_from(found).ok())
+        .flatten()
+        .and_then(|i| api_keys.get(i))
 }
 
 /// The token of a `Bearer <token>` header value; the scheme is case-insensitive (RFC 7235).
@@ -195,8 +203,29 @@ mod tests {
 
     fn api_key() -> AuthConfig {
         AuthConfig::ApiKey {
-            api_keys: vec!["another-key-0000000".into(), KEY.into()],
+            api_keys: vec![ApiKey::new("another-key-0000000"), ApiKey::new(KEY)],
         }
+    }
+
+    #[test]
+    fn a_tenant_key_forwards_its_tenant_and_a_plain_key_does_not() {
+        let config = AuthConfig::parse(
+            format!(
+                r#"{{"mode":"api-key","api_keys":["{KEY}",
+                    {{"key":"team-a-key-000000","tenant":"team-a"}},
+                    {{"key":"team-b-key-000000","tenant":"team-b"}}]}}"#
+            )
+            .as_bytes(),
+        )
+        .unwrap_or(AuthConfig::Unauthenticated);
+        let identity = |key: &str| match decide(&config, Some(&format!("Bearer {key}")), NOW) {
+            Decision::Allow { identity } => identity,
+            other => format!("{other:?}"),
+        };
+        assert_eq!(identity(KEY), "api-key");
+        assert_eq!(identity("team-a-key-000000"), "api-key:team-a");
+        assert_eq!(identity("team-b-key-000000"), "api-key:team-b");
+        assert!(identity("team-c-key-000000").starts_with("Deny"));
     }
 
     #[test]

@@ -712,3 +712,94 @@ fn config_needs_exactly_one_key_source() {
         "remote_jwks": {"cluster": "idp", "uri": "idp.test/jwks"}})));
     assert!(bad.contains("http:// or https://"), "{bad}");
 }
+
+// ---- Identity claims beyond `sub` ----
+
+fn config_with_claim(claim: &str) -> AuthConfig {
+    let mut c = config_json(json!({}));
+    c["jwt"]["identity_claim"] = json!(claim);
+    AuthConfig::parse(c.to_string().as_bytes()).unwrap()
+}
+
+#[test]
+fn a_configured_claim_is_the_identity_top_level_nested_or_a_list() {
+    let t = rs256(&with(claims(), "namespace", json!("team-a")));
+    assert_eq!(
+        allowed(&decide_bearer(&config_with_claim("namespace"), &t)),
+        "team-a"
+    );
+    let t = rs256(&with(
+        claims(),
+        "realm_access",
+        json!({"roles": ["team-a", "team-b"]}),
+    ));
+    assert_eq!(
+        allowed(&decide_bearer(&config_with_claim("realm_access.roles"), &t)),
+        "team-a,team-b"
+    );
+    // In a list, values that cannot be forwarded are dropped, usable ones kept.
+    let t = rs256(&with(
+        claims(),
+        "groups",
+        json!(["team-a", "a,b", "api-key:team-b", {"x": 1}, 42, ""]),
+    ));
+    assert_eq!(
+        allowed(&decide_bearer(&config_with_claim("groups"), &t)),
+        "team-a,42"
+    );
+    // `sub` spelled out is the default.
+    assert_eq!(
+        allowed(&decide_bearer(&config_with_claim("sub"), &rs256(&claims()))),
+        "alice@example.com"
+    );
+}
+
+#[test]
+fn a_missing_or_unusable_identity_claim_is_refused() {
+    let c = config_with_claim("namespace");
+    invalid_token(decide_bearer(&c, &rs256(&claims())), "no `namespace` claim");
+    for bad in [json!({"a": 1}), json!([]), json!(["x,y"]), json!("")] {
+        let t = rs256(&with(claims(), "namespace", bad));
+        invalid_token(decide_bearer(&c, &t), "has no usable identity");
+    }
+    let t = rs256(&with(claims(), "realm_access", json!("flat")));
+    invalid_token(
+        decide_bearer(&config_with_claim("realm_access.roles"), &t),
+        "no `realm_access.roles` claim",
+    );
+}
+
+#[test]
+fn a_token_cannot_claim_an_api_key_identity() {
+    for sub in ["api-key", "api-key:team-a", "anonymous", "alice,bob"] {
+        let t = rs256(&with(claims(), "sub", json!(sub)));
+        invalid_token(decide_bearer(&config(), &t), "printable ASCII");
+    }
+    let t = rs256(&with(claims(), "namespace", json!("api-key:team-a")));
+    invalid_token(
+        decide_bearer(&config_with_claim("namespace"), &t),
+        "has no usable identity",
+    );
+}
+
+#[test]
+fn bad_identity_claim_paths_are_refused() {
+    for bad in ["", "a..b", ".a", "a."] {
+        let mut c = config_json(json!({}));
+        c["jwt"]["identity_claim"] = json!(bad);
+        let e = config_error(c);
+        assert!(e.to_string().contains("identity_claim"), "{bad:?}: {e}");
+    }
+}
+
+#[test]
+fn the_verified_cache_does_not_mix_identity_claims() {
+    // The same token, verified once with `sub` and then with `namespace`: each answers its own.
+    let t = rs256(&with(claims(), "namespace", json!("team-a")));
+    assert_eq!(allowed(&decide_bearer(&config(), &t)), "alice@example.com");
+    assert_eq!(
+        allowed(&decide_bearer(&config_with_claim("namespace"), &t)),
+        "team-a"
+    );
+    assert_eq!(allowed(&decide_bearer(&config(), &t)), "alice@example.com");
+}

@@ -1,7 +1,8 @@
 //! `wit_glue!`: the edge between a recipe's WIT bindings and this crate, written once.
 //!
 //! ```text
-//!  report import (query → cursor → next-batch) ──> WitReport: Report ──> recipe fn
+//!  report import (query → cursor → next-columns) ──> WitReport: Report ──> recipe fn
+//!                                                    (rows, or whole columns: query_columns)
 //!  recipe fn ──> Output ──to_wit_output──> run export
 //! ```
 
@@ -10,7 +11,8 @@
 /// `$m::nsight::recipe::{report, types}` exist):
 ///
 /// - `WitReport`, a [`Report`](crate::Report) over the `report` import that reads results in
-///   batches of [`BATCH_ROWS`](crate::BATCH_ROWS);
+///   columnar batches of [`BATCH_ROWS`](crate::BATCH_ROWS) (`next-columns`), handed on as rows
+///   (`query`) or as columns (`query_columns`);
 /// - `wit_run(args, recipe)`, which runs `recipe` on `WitReport` and converts its output for
 ///   the `run` export.
 ///
@@ -47,18 +49,49 @@ macro_rules! wit_glue {
                 let cursor = $m::nsight::recipe::report::query(sql, &params)
                     .map_err(|e| query_error(sql, e))?;
                 let columns = cursor.columns();
-                let mut values = ::std::vec::Vec::with_capacity(columns.len());
                 while let Some(batch) = cursor
-                    .next_batch($crate::BATCH_ROWS)
+                    .next_columns($crate::BATCH_ROWS)
                     .map_err(|e| query_error(sql, e))?
                 {
-                    for r in batch {
-                        values.clear();
-                        values.extend(r.into_iter().map(sdk_value));
-                        row(&values)?;
-                    }
+                    $crate::for_each_row(batch.into_iter().map(sdk_column).collect(), row)?;
                 }
                 Ok(columns)
+            }
+
+            fn query_columns(
+                &self,
+                sql: &str,
+                params: &[$crate::Value],
+                batch: &mut dyn FnMut(::std::vec::Vec<$crate::ColumnValues>) -> ::std::result::Result<(), ::std::string::String>,
+            ) -> ::std::result::Result<::std::vec::Vec<::std::string::String>, ::std::string::String>
+            {
+                let params: ::std::vec::Vec<$m::nsight::recipe::types::Value> =
+                    params.iter().cloned().map(wit_value).collect();
+                let cursor = $m::nsight::recipe::report::query(sql, &params)
+                    .map_err(|e| query_error(sql, e))?;
+                let columns = cursor.columns();
+                while let Some(b) = cursor
+                    .next_columns($crate::BATCH_ROWS)
+                    .map_err(|e| query_error(sql, e))?
+                {
+                    batch(b.into_iter().map(sdk_column).collect())?;
+                }
+                Ok(columns)
+            }
+        }
+
+        fn sdk_column(c: $m::nsight::recipe::report::ColumnValues) -> $crate::ColumnValues {
+            use $m::nsight::recipe::report::ColumnValues as W;
+            match c {
+                W::Ints(c) => $crate::ColumnValues::Ints {
+                    values: c.values,
+                    nulls: c.nulls,
+                },
+                W::Reals(c) => $crate::ColumnValues::Reals {
+                    values: c.values,
+                    nulls: c.nulls,
+                },
+                W::Values(v) => $crate::ColumnValues::Values(v.into_iter().map(sdk_value).collect()),
             }
         }
 

@@ -14,6 +14,7 @@
 //! generates them and converts at the edge with [`wit_glue!`].
 
 mod args;
+mod columns;
 pub mod enclosing;
 mod filter;
 mod glue;
@@ -30,6 +31,7 @@ pub mod svg;
 mod value;
 
 pub use args::{Args, TimeUnit};
+pub use columns::{for_each_row, ColumnValues, FastHasher, FastMap};
 pub use filter::{
     parse_filter_nvtx, parse_filter_time, time_window, NvtxFilter, Window, FILTER_ARGS,
     STATS_ARGUMENTS,

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::{Output, Value};
+use crate::{ColumnValues, Output, Value, BATCH_ROWS};
 
 /// One report, read-only. Implemented over the WIT import by `wit_glue!`.
 pub trait Report {
@@ -21,6 +21,44 @@ pub trait Report {
         params: &[Value],
         row: &mut dyn FnMut(&[Value]) -> Result<(), String>,
     ) -> Result<Vec<String>, String>;
+
+    /// [`Report::query`] in columnar form: `batch` gets the rows a batch at a time, one
+    /// [`ColumnValues`] per result column (all of the same length, never empty). The fast path
+    /// for large scans; the default builds `Values` columns from [`Report::query`].
+    fn query_columns(
+        &self,
+        sql: &str,
+        params: &[Value],
+        batch: &mut dyn FnMut(Vec<ColumnValues>) -> Result<(), String>,
+    ) -> Result<Vec<String>, String> {
+        let mut pending: Vec<Vec<Value>> = Vec::new();
+        let mut flush = |pending: &mut Vec<Vec<Value>>| {
+            if pending.first().is_some_and(|c| !c.is_empty()) {
+                batch(
+                    pending
+                        .iter_mut()
+                        .map(|c| ColumnValues::from_values(std::mem::take(c)))
+                        .collect(),
+                )
+            } else {
+                Ok(())
+            }
+        };
+        let names = self.query(sql, params, &mut |row| {
+            if pending.len() != row.len() {
+                pending = vec![Vec::new(); row.len()];
+            }
+            for (column, v) in pending.iter_mut().zip(row) {
+                column.push(v.clone());
+            }
+            if pending[0].len() >= BATCH_ROWS as usize {
+                flush(&mut pending)?;
+            }
+            Ok(())
+        })?;
+        flush(&mut pending)?;
+        Ok(names)
+    }
 }
 
 /// The tables of a report, read once, and checks that note what is missing.

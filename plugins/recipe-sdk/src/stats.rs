@@ -20,18 +20,28 @@ pub struct Stats {
 }
 
 impl Stats {
-    /// Statistics of `values` (sorted in place); `None` when there are none.
+    /// Statistics of `values` (reordered in place: the median by selection, O(n), not a
+    /// sort); `None` when there are none.
     pub fn of(values: &mut [i64]) -> Option<Self> {
-        values.sort_unstable();
-        let (&min, &max) = (values.first()?, values.last()?);
         let n = values.len();
-        let sum: i128 = values.iter().map(|&v| i128::from(v)).sum();
+        if n == 0 {
+            return None;
+        }
+        let (mut min, mut max, mut sum) = (i64::MAX, i64::MIN, 0i128);
+        for &v in values.iter() {
+            min = min.min(v);
+            max = max.max(v);
+            sum += i128::from(v);
+        }
         let total = i64::try_from(sum).unwrap_or(if sum < 0 { i64::MIN } else { i64::MAX });
         let mid = n / 2;
+        let (below, &mut upper, _) = values.select_nth_unstable(mid);
         let median = if n % 2 == 1 {
-            values[mid] as f64
+            upper as f64
         } else {
-            (i128::from(values[mid - 1]) + i128::from(values[mid])) as f64 / 2.0
+            // The largest value below the middle one: the other middle value of the sorted list.
+            let lower = below.iter().copied().max().unwrap_or(upper);
+            (i128::from(lower) + i128::from(upper)) as f64 / 2.0
         };
         Some(Self {
             total,
@@ -40,21 +50,21 @@ impl Stats {
             median,
             min,
             max,
-            stddev: sample_stddev(values),
+            stddev: sample_stddev(values, upper),
         })
     }
 }
 
-/// sqrt((n·Σd² − (Σd)²) / (n·(n − 1))) over d = x − (a middle value), in exact integer
+/// sqrt((n·Σd² − (Σd)²) / (n·(n − 1))) over d = x − `middle` (the median), in exact integer
 /// arithmetic so that near-equal large durations lose nothing to cancellation; a two-pass f64
 /// computation over the same deviations if that overflows i128.
-fn sample_stddev(sorted: &[i64]) -> f64 {
-    let n = sorted.len();
+fn sample_stddev(values: &[i64], middle: i64) -> f64 {
+    let n = values.len();
     if n < 2 {
         return 0.0;
     }
-    let pivot = i128::from(sorted[n / 2]);
-    let deviations = || sorted.iter().map(move |&v| i128::from(v) - pivot);
+    let pivot = i128::from(middle);
+    let deviations = || values.iter().map(move |&v| i128::from(v) - pivot);
     let exact = deviations()
         .try_fold((0i128, 0i128), |(sum, sum_sq), d| {
             Some((sum + d, sum_sq.checked_add(d.checked_mul(d)?)?))

@@ -4,9 +4,13 @@
 //! {"tenant_source": {"path_prefix": "/t/"},        // or {"header": "x-nsight-tenant"}
 //!  "identity_header": "x-nsight-auth-identity",     // set by the auth filter
 //!  "cluster_header": "x-nsight-tenant-cluster",     // read by Envoy's `cluster_header` route
+//!  "identity_is_namespace": false,                  // identity `team-a` reaches team-a
 //!  "tenants": [{"namespace": "team-a", "cluster": "tenant-team-a",
 //!               "identities": ["alice", "ci-team-a"]}]}
 //! ```
+//! The identity header may carry several comma-separated values (a list claim such as groups);
+//! any one of them may open a tenant. `api-key:<namespace>` (an API key bound to that tenant by
+//! the auth filter) always reaches its own namespace and no other.
 //! Owns parsing and validation only; the per-request decision lives in `route`. Every refusal
 //! names the field and the tenant so the operator can fix the table.
 
@@ -34,6 +38,8 @@ struct RawConfig {
     identity_header: Option<String>,
     #[serde(default)]
     cluster_header: Option<String>,
+    #[serde(default)]
+    identity_is_namespace: bool,
     tenants: Vec<RawTenant>,
 }
 
@@ -49,6 +55,7 @@ enum RawSource {
 struct RawTenant {
     namespace: String,
     cluster: String,
+    #[serde(default)]
     identities: Vec<String>,
 }
 
@@ -66,7 +73,8 @@ pub enum TenantSource {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tenant {
     pub cluster: String,
-    /// Identities (the auth filter's `x-nsight-auth-identity` values) allowed in.
+    /// Identities (the auth filter's `x-nsight-auth-identity` values) allowed in; may be empty
+    /// when the tenant is reached by its API keys or by [`RoutingConfig::identity_is_namespace`].
     pub identities: BTreeSet<String>,
 }
 
@@ -76,6 +84,9 @@ pub struct RoutingConfig {
     pub source: TenantSource,
     pub identity_header: String,
     pub cluster_header: String,
+    /// An identity value equal to a tenant's namespace reaches it (a `namespace` claim, or a
+    /// group named after the namespace), without listing it.
+    pub identity_is_namespace: bool,
     /// By namespace.
     pub tenants: BTreeMap<String, Tenant>,
 }
@@ -89,7 +100,6 @@ pub enum ConfigError {
     BadNamespace { index: usize, namespace: String },
     DuplicateTenant(String),
     BadCluster { namespace: String, cluster: String },
-    NoIdentity(String),
     BadIdentity { namespace: String },
     BadHeader { field: &'static str, name: String },
     BadPrefix(String),
@@ -117,13 +127,10 @@ impl std::fmt::Display for ConfigError {
                 "tenant {namespace:?}: cluster {cluster:?} is not a valid Envoy cluster name \
                  (1-{MAX_CLUSTER_NAME_LEN} characters: A-Z, a-z, 0-9, '-', '_', '.', ':')"
             ),
-            Self::NoIdentity(ns) => write!(
-                f,
-                "tenant {ns:?} has no `identities`; list who may reach it"
-            ),
             Self::BadIdentity { namespace } => write!(
                 f,
-                "tenant {namespace:?}: identities must be 1-256 printable ASCII characters"
+                "tenant {namespace:?}: identities must be 1-256 printable ASCII characters \
+                 without a comma"
             ),
             Self::BadHeader { field, name } => write!(
                 f,
@@ -170,7 +177,7 @@ fn is_header_name(s: &str) -> bool {
 }
 
 fn is_identity(s: &str) -> bool {
-    (1..=256).contains(&s.len()) && s.bytes().all(|c| (b' '..=b'~').contains(&c))
+    (1..=256).contains(&s.len()) && s.bytes().all(|c| (b' '..=b'~').contains(&c) && c != b',')
 }
 
 fn header(
@@ -242,9 +249,6 @@ impl RoutingConfig {
                     cluster: t.cluster,
                 });
             }
-            if t.identities.is_empty() {
-                return Err(ConfigError::NoIdentity(t.namespace));
-            }
             if !t.identities.iter().all(|i| is_identity(i)) {
                 return Err(ConfigError::BadIdentity {
                     namespace: t.namespace,
@@ -262,6 +266,7 @@ impl RoutingConfig {
             source,
             identity_header,
             cluster_header,
+            identity_is_namespace: raw.identity_is_namespace,
             tenants,
         })
     }
@@ -328,10 +333,14 @@ mod tests {
             Err(ConfigError::Parse(_))
         ));
         assert_eq!(parse(r#"{"tenants":[]}"#), Err(ConfigError::NoTenant));
-        assert_eq!(
-            parse(r#"{"tenants":[{"namespace":"a","cluster":"c","identities":[]}]}"#),
-            Err(ConfigError::NoIdentity("a".into()))
-        );
+        // A tenant reached only by its API keys (or the namespace rule) lists no identities.
+        let keys_only = parse(r#"{"tenants":[{"namespace":"a","cluster":"c"}]}"#).unwrap();
+        assert!(keys_only.tenants["a"].identities.is_empty());
+        assert!(!keys_only.identity_is_namespace);
+        assert!(matches!(
+            parse(r#"{"tenants":[{"namespace":"a","cluster":"c","identities":["x,y"]}]}"#),
+            Err(ConfigError::BadIdentity { .. })
+        ));
         assert!(matches!(parse("not json"), Err(ConfigError::Parse(_))));
     }
 

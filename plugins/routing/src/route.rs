@@ -1,5 +1,10 @@
 //! The decision per request: which tenant does it name, may its identity reach that tenant, and
 //! where does it go. Pure function of the table and three header values; no I/O, no panics.
+//!
+//! The identity header holds one value or several, comma-separated (a list claim); the request
+//! may reach a tenant when one value is listed in its `identities`, is `api-key:<namespace>`
+//! (an API key the auth filter bound to that tenant), or equals the namespace when the table
+//! sets `identity_is_namespace`.
 
 use crate::config::{is_namespace, RoutingConfig, TenantSource};
 
@@ -132,7 +137,13 @@ pub fn route(config: &RoutingConfig, request: Request<'_>) -> Decision {
             config.identity_header, namespace
         ));
     };
-    if !tenant.identities.contains(identity) {
+    let api_key_identity = format!("api-key:{namespace}");
+    let admitted = identity.split(',').map(str::trim).any(|v| {
+        tenant.identities.contains(v)
+            || v == api_key_identity
+            || (config.identity_is_namespace && v == namespace)
+    });
+    if !admitted {
         return Refusal::forbidden(format!(
             "identity {:?} may not access tenant {:?}",
             echo(identity),
@@ -207,6 +218,60 @@ mod tests {
             body["detail"],
             "identity \"alice\" may not access tenant \"team-b\""
         );
+    }
+
+    #[test]
+    fn a_tenant_api_key_reaches_its_own_tenant_only() {
+        let t = table();
+        assert_eq!(
+            route(&t, req("/t/team-a/x", Some("api-key:team-a"))),
+            routed(Some("/x"))
+        );
+        for other in ["api-key:team-b", "api-key", "api-key:team-a-x", "api-key:"] {
+            assert!(
+                matches!(
+                    route(&t, req("/t/team-a/x", Some(other))),
+                    Decision::Refuse(Refusal { status: 403, .. })
+                ),
+                "{other}"
+            );
+        }
+    }
+
+    #[test]
+    fn any_value_of_a_list_identity_may_open_a_tenant() {
+        let t = table();
+        assert_eq!(
+            route(&t, req("/t/team-a/x", Some("devs, ci-a"))),
+            routed(Some("/x"))
+        );
+        assert!(matches!(
+            route(&t, req("/t/team-a/x", Some("bob,devs"))),
+            Decision::Refuse(Refusal { status: 403, .. })
+        ));
+    }
+
+    #[test]
+    fn identity_is_namespace_admits_the_matching_tenant_only() {
+        let t = RoutingConfig::parse(
+            br#"{"identity_is_namespace":true,"tenants":[
+                {"namespace":"team-a","cluster":"tenant-a"},
+                {"namespace":"team-b","cluster":"tenant-b","identities":["bob"]}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            route(&t, req("/t/team-a/x", Some("team-a"))),
+            routed(Some("/x"))
+        );
+        assert!(matches!(
+            route(&t, req("/t/team-b/x", Some("team-a"))),
+            Decision::Refuse(Refusal { status: 403, .. })
+        ));
+        // Without the option a namespace-named identity is just another identity.
+        assert!(matches!(
+            route(&table(), req("/t/team-a/x", Some("team-a"))),
+            Decision::Refuse(Refusal { status: 403, .. })
+        ));
     }
 
     #[test]

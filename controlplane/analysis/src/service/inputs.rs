@@ -77,6 +77,11 @@ pub fn csv_file(report: &ReportKey, table: &str) -> String {
     )
 }
 
+/// The CSV of one table of a run over several reports (a multi-recipe): `<table>.csv`.
+pub fn combined_csv_file(table: &str) -> String {
+    format!("{}.csv", sanitize_component(table))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,6 +150,7 @@ mod tests {
             "3_app_default_i_a_nvtx-sum.csv"
         );
         assert_eq!(csv_file(&report, "../x"), "3_app_default_i_a_x.csv");
+        assert_eq!(combined_csv_file("diff_kernels"), "diff-kernels.csv");
     }
 
     #[test]

@@ -75,8 +75,14 @@ pub struct Job {
     /// The arguments as given (`["--timeunit", "usec"]`).
     pub args: Vec<String>,
     pub tag: String,
+    /// The first input's session and collection (every job has at least one input).
     pub session: String,
     pub collection: Option<String>,
+    /// Where the reports come from, in order: one scope for the single form of the request,
+    /// several for a job over several sessions or collections (e.g. `diff`). Records from
+    /// before this field have none; [`Job::scopes`] falls back to `session`/`collection`.
+    #[serde(default)]
+    pub inputs: Vec<JobInput>,
     pub status: JobStatus,
     /// Unix milliseconds.
     pub created_at: u64,
@@ -93,6 +99,19 @@ pub struct Job {
     pub notes: Vec<String>,
 }
 
+/// One scope of reports a job reads: every `.sqlite` report of a session, or of one collection
+/// of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct JobInput {
+    pub session: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collection: Option<String>,
+}
+
+/// Most inputs one job may name.
+pub const MAX_INPUTS: usize = 16;
+
 /// A validated request: what [`Job::new`] needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobSpec {
@@ -103,17 +122,22 @@ pub struct JobSpec {
     pub tag: String,
     pub session: String,
     pub collection: Option<String>,
+    /// Every input in order, the first being `session`/`collection`; empty means just that
+    /// one.
+    pub inputs: Vec<JobInput>,
 }
 
-/// The body of `POST jobs`.
+/// The body of `POST jobs`: `session` (and optionally `collection`) for the reports of one
+/// session, or `inputs` for several scopes in order (a multi-report recipe such as `diff`).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JobRequest {
     pub recipe: String,
     #[serde(default)]
     pub args: Vec<String>,
-    pub session: String,
+    pub session: Option<String>,
     pub collection: Option<String>,
+    pub inputs: Option<Vec<JobInput>>,
     pub tag: Option<String>,
 }
 
@@ -135,18 +159,55 @@ impl JobRequest {
     pub fn validate(self, info: &RecipeInfo) -> Result<JobSpec, JobError> {
         let tag = self.tag.unwrap_or_else(|| DEFAULT_TAG.to_owned());
         check_component("tag", &tag)?;
-        check_component("session", &self.session)?;
-        if let Some(c) = &self.collection {
-            check_component("collection", c)?;
+        let inputs = match (self.session, self.collection, self.inputs) {
+            (Some(session), collection, None) => vec![JobInput {
+                session,
+                collection,
+            }],
+            (None, None, Some(inputs)) if (1..=MAX_INPUTS).contains(&inputs.len()) => inputs,
+            (None, None, Some(inputs)) => {
+                return Err(JobError::Invalid(format!(
+                    "`inputs` has {} entries: give 1 to {MAX_INPUTS} \
+                     ({{\"session\": ..., \"collection\": ...}} each)",
+                    inputs.len()
+                )))
+            }
+            (None, Some(_), None) => {
+                return Err(JobError::Invalid(
+                    "`collection` needs a `session`: give `session` (and `collection`), or \
+                     `inputs`"
+                        .into(),
+                ))
+            }
+            (None, None, None) => {
+                return Err(JobError::Invalid(
+                    "no reports named: give `session` (and optionally `collection`), or \
+                     `inputs` (a list of {\"session\", \"collection\"}) for several"
+                        .into(),
+                ))
+            }
+            (_, _, Some(_)) => {
+                return Err(JobError::Invalid(
+                    "give either `session`/`collection` or `inputs`, not both".into(),
+                ))
+            }
+        };
+        for input in &inputs {
+            check_component("session", &input.session)?;
+            if let Some(c) = &input.collection {
+                check_component("collection", c)?;
+            }
         }
         let pairs = parse_args(&self.args, info)?;
+        let first = inputs[0].clone();
         Ok(JobSpec {
             recipe: self.recipe,
             args: self.args,
             pairs,
             tag,
-            session: self.session,
-            collection: self.collection,
+            session: first.session,
+            collection: first.collection,
+            inputs,
         })
     }
 }
@@ -230,6 +291,14 @@ impl Job {
             recipe: spec.recipe,
             args: spec.args,
             tag: spec.tag,
+            inputs: if spec.inputs.is_empty() {
+                vec![JobInput {
+                    session: spec.session.clone(),
+                    collection: spec.collection.clone(),
+                }]
+            } else {
+                spec.inputs
+            },
             session: spec.session,
             collection: spec.collection,
             status: JobStatus::Queued,
@@ -241,6 +310,18 @@ impl Job {
             reports: Vec::new(),
             files: Vec::new(),
             notes: Vec::new(),
+        }
+    }
+
+    /// The scopes whose reports the job reads, in order (at least one).
+    pub fn scopes(&self) -> Vec<JobInput> {
+        if self.inputs.is_empty() {
+            vec![JobInput {
+                session: self.session.clone(),
+                collection: self.collection.clone(),
+            }]
+        } else {
+            self.inputs.clone()
         }
     }
 

@@ -135,11 +135,18 @@ fn schemas() -> Value {
                 "name": { "type": "string", "description": "given as --name value or --name=value" },
                 "description": { "type": "string" }, "default": { "type": "string", "nullable": true } } } } } },
         "JobStatus": { "type": "string", "enum": ["queued", "running", "succeeded", "failed", "cancelled"] },
-        "JobRequest": { "type": "object", "additionalProperties": false, "required": ["recipe", "session"], "properties": {
+        "JobInput": { "type": "object", "additionalProperties": false, "required": ["session"], "properties": {
+            "session": { "type": "string", "description": "the session id, as in storage keys" },
+            "collection": { "type": "string", "description": "only this collection's reports" } } },
+        "JobRequest": { "type": "object", "additionalProperties": false, "required": ["recipe"],
+            "description": "Name the reports with `session` (and optionally `collection`), or with `inputs` for several sessions or collections in order (e.g. A then B for `diff`); not both. A recipe of the `recipe` world runs once per report; a `multi-recipe` (e.g. `diff`) runs once over all the job's reports, in input order.",
+            "properties": {
             "recipe": { "type": "string" },
             "args": { "type": "array", "items": { "type": "string" }, "description": "command-line style: [\"--timeunit\", \"usec\"]" },
             "session": { "type": "string", "description": "the session id, as in storage keys" },
             "collection": { "type": "string", "description": "only this collection's reports" },
+            "inputs": { "type": "array", "minItems": 1, "maxItems": 16, "items": { "$ref": "#/components/schemas/JobInput" },
+                "description": "several scopes, in order; their reports are analysed in this order (each scope's sorted by key)" },
             "tag": { "type": "string", "default": "default" } } },
         "OutputFile": { "type": "object", "required": ["name", "size", "key"], "properties": {
             "name": { "type": "string" }, "size": { "type": "integer", "format": "int64" },
@@ -150,7 +157,9 @@ fn schemas() -> Value {
         "Job": { "type": "object", "properties": {
             "id": { "type": "string", "format": "uuid" }, "recipe": { "type": "string" },
             "args": { "type": "array", "items": { "type": "string" } },
-            "tag": { "type": "string" }, "session": { "type": "string" }, "collection": { "type": "string", "nullable": true },
+            "tag": { "type": "string" }, "session": { "type": "string", "description": "the first input's session" },
+            "collection": { "type": "string", "nullable": true, "description": "the first input's collection" },
+            "inputs": { "type": "array", "items": { "$ref": "#/components/schemas/JobInput" }, "description": "every input, in order" },
             "status": { "$ref": "#/components/schemas/JobStatus" },
             "createdAt": { "type": "integer", "format": "int64" }, "startedAt": ms_or_null, "finishedAt": ms_or_null,
             "reason": { "type": "string", "nullable": true, "description": "why it failed or was cancelled" },

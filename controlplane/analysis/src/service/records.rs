@@ -186,6 +186,7 @@ mod tests {
             tag: "default".into(),
             session: "s".into(),
             collection: None,
+            inputs: vec![],
         };
         JobRecord {
             job: Job::new(Uuid::new_v4(), spec, 1),

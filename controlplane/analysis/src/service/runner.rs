@@ -1,16 +1,25 @@
-//! Runs one job: waits for a permit (the concurrency limit), fetches each `.sqlite` report of
-//! the session to a temp file, runs the recipe on it off the async runtime (`spawn_blocking`),
-//! then writes the CSVs, the notebook and the HTML page to storage and records the outcome.
+//! Runs one job: waits for a permit (the concurrency limit), fetches the `.sqlite` reports of
+//! each of the job's inputs (a session, or one collection of it) to temp files, runs the recipe
+//! off the async runtime (`spawn_blocking`), then writes the CSVs, the notebook and the HTML
+//! page to storage and records the outcome.
 //!
 //! ```text
-//!  permit ─> start ─> list <tag>/<session>/[<collection>/] ─> per report: get ─> check export
-//!        ─> RecipeHost::run_cancellable ─> render ─> put <tag>/<session>/analysis/<job>/<file>
+//!  permit ─> start ─> per input: list <tag>/<session>/[<collection>/] ─> reports, in order
+//!        ─> recipe world?
+//!             recipe:       per report: get ─> check export ─> RecipeHost::run_cancellable
+//!             multi-recipe: get all ─> check each ─> RecipeHost::run_labelled_cancellable
+//!                           (map over the reports in order, reduce; labels = storage keys)
+//!        ─> render ─> put <tag>/<first session>/analysis/<job>/<file>
 //! ```
 //!
-//! One recipe run per report (no multi-report reduce): a session with three processes gives
-//! three sets of tables in one notebook. The first report that fails fails the job.
+//! A `recipe` runs once per report: a session with three processes gives three sets of tables
+//! in one notebook, and the first report that fails fails the job. A `multi-recipe` (e.g.
+//! `diff`) runs once over all the job's reports and gives one set of tables.
 
-use std::{path::Path, sync::Arc};
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+};
 
 use nsight_storage::{download::download_to_file, layout::ReportKey, ReportStore, StorageError};
 use uuid::Uuid;
@@ -18,13 +27,17 @@ use uuid::Uuid;
 use super::{
     catalog::Recipe,
     error_chain,
-    inputs::{csv_file, listing_prefix, output_prefix, select_reports, HTML_FILE, NOTEBOOK_FILE},
-    job::{parse_args, Job, OutputFile},
+    inputs::{
+        combined_csv_file, csv_file, listing_prefix, output_prefix, select_reports, HTML_FILE,
+        NOTEBOOK_FILE,
+    },
+    job::{parse_args, Job, JobInput, OutputFile},
     jobs::{now_ms, Service},
     render::{self, JobHeader, ReportResult},
 };
 use crate::{
-    table_to_csv, CancelHandle, Level, LogLine, QueryLimits, RecipeHostError, RecipeInfo, ReportDb,
+    table_to_csv, CancelHandle, Level, LogLine, QueryLimits, RecipeHostError, RecipeInfo,
+    RecipeKind, RecipeOutput, ReportDb,
 };
 
 /// Why a run did not succeed; the message becomes the job's `reason`.
@@ -134,55 +147,186 @@ async fn execute(
         .get(&job.recipe)
         .ok_or_else(|| RunError::RecipeGone(job.recipe.clone()))?;
     let pairs = parse_args(&job.args, &recipe.info).map_err(|e| RunError::Args(e.to_string()))?;
-    let store = &svc.0.store;
-    let prefix = listing_prefix(&job.tag, &job.session, job.collection.as_deref());
-    let listing = store.list(&prefix).await.map_err(storage)?;
-    let reports = select_reports(&listing, &job.tag, &job.session, job.collection.as_deref());
-    if reports.is_empty() {
-        let scope = match &job.collection {
-            Some(c) => format!("{}/{} collection {c}", job.tag, job.session),
-            None => format!("{}/{}", job.tag, job.session),
-        };
-        return Err(RunError::NoReports {
-            scope,
-            store: store.describe(),
-        });
-    }
+    let reports = list_reports(svc, job).await?;
     svc.log(
         job.id,
         "info",
         format!("{} report(s) to analyse", reports.len()),
     );
     let mut results = Vec::new();
-    for (i, report) in reports.iter().enumerate() {
-        check(cancel)?;
-        let key = report.to_key();
-        let local = work.join(format!("{i}.sqlite"));
-        svc.log(job.id, "info", format!("fetching {key}"));
-        download_to_file(store, &key, &local)
-            .await
-            .map_err(storage)?;
-        check(cancel)?;
+    if svc.0.host.kind(&recipe.component) == RecipeKind::Multi {
+        let mut locals = Vec::new();
+        for (i, report) in reports.iter().enumerate() {
+            locals.push((
+                fetch(svc, job, work, i, report, cancel).await?,
+                report.to_key(),
+            ));
+        }
         svc.log(
             job.id,
             "info",
-            format!("running {} on {key}", recipe.info.name),
+            format!(
+                "running {} over {} reports",
+                recipe.info.name,
+                reports.len()
+            ),
         );
-        let (result, log) = run_one(svc, recipe, &local, &pairs, cancel, report).await?;
-        for line in log {
-            let level = match line.level {
-                Level::Debug => "debug",
-                Level::Info => "info",
-                Level::Warn => "warn",
-                Level::Error => "error",
-            };
-            svc.log(job.id, level, format!("{key}: {}", line.message));
-        }
-        let _ = tokio::fs::remove_file(&local).await;
+        let (result, log) = run_many(svc, recipe, &locals, &pairs, cancel).await?;
+        log_lines(svc, job, None, log);
         results.push(result);
+    } else {
+        for (i, report) in reports.iter().enumerate() {
+            let local = fetch(svc, job, work, i, report, cancel).await?;
+            let key = report.to_key();
+            svc.log(
+                job.id,
+                "info",
+                format!("running {} on {key}", recipe.info.name),
+            );
+            let (result, log) = run_one(svc, recipe, &local, &pairs, cancel, report).await?;
+            log_lines(svc, job, Some(&key), log);
+            let _ = tokio::fs::remove_file(&local).await;
+            results.push(result);
+        }
     }
     check(cancel)?;
-    upload(svc, job, &recipe.info, &results, cancel).await
+    let keys = reports.iter().map(ReportKey::to_key).collect();
+    upload(svc, job, &recipe.info, keys, &results, cancel).await
+}
+
+/// The reports of every input of the job, input by input (each sorted by key). An input with
+/// no report fails the job, saying which.
+async fn list_reports(svc: &Service, job: &Job) -> Result<Vec<ReportKey>, RunError> {
+    let store = &svc.0.store;
+    let mut reports = Vec::new();
+    for JobInput {
+        session,
+        collection,
+    } in job.scopes()
+    {
+        let prefix = listing_prefix(&job.tag, &session, collection.as_deref());
+        let listing = store.list(&prefix).await.map_err(storage)?;
+        let found = select_reports(&listing, &job.tag, &session, collection.as_deref());
+        if found.is_empty() {
+            let scope = match &collection {
+                Some(c) => format!("{}/{session} collection {c}", job.tag),
+                None => format!("{}/{session}", job.tag),
+            };
+            return Err(RunError::NoReports {
+                scope,
+                store: store.describe(),
+            });
+        }
+        reports.extend(found);
+    }
+    Ok(reports)
+}
+
+/// Downloads report number `i` of the job into its work directory.
+async fn fetch(
+    svc: &Service,
+    job: &Job,
+    work: &Path,
+    i: usize,
+    report: &ReportKey,
+    cancel: &CancelHandle,
+) -> Result<PathBuf, RunError> {
+    check(cancel)?;
+    let key = report.to_key();
+    let local = work.join(format!("{i}.sqlite"));
+    svc.log(job.id, "info", format!("fetching {key}"));
+    download_to_file(&svc.0.store, &key, &local)
+        .await
+        .map_err(storage)?;
+    check(cancel)?;
+    Ok(local)
+}
+
+/// Copies the recipe's log lines into the job's log, prefixed with the report when given.
+fn log_lines(svc: &Service, job: &Job, key: Option<&str>, log: Vec<LogLine>) {
+    for line in log {
+        let level = match line.level {
+            Level::Debug => "debug",
+            Level::Info => "info",
+            Level::Warn => "warn",
+            Level::Error => "error",
+        };
+        match key {
+            Some(key) => svc.log(job.id, level, format!("{key}: {}", line.message)),
+            None => svc.log(job.id, level, line.message),
+        }
+    }
+}
+
+/// Fails unless the file at `local` is an nsys export (it has `StringIds`).
+fn check_export(local: &Path, key: &str) -> Result<(), RunError> {
+    let recipe_err = |e: &dyn std::error::Error| RunError::Recipe {
+        key: key.to_owned(),
+        reason: error_chain(e),
+    };
+    let db = ReportDb::open(local, QueryLimits::default()).map_err(|e| {
+        recipe_err(&RecipeHostError::OpenReport {
+            path: key.to_owned(),
+            source: e,
+        })
+    })?;
+    let tables = db.tables().map_err(|e| recipe_err(&e))?;
+    if tables.iter().any(|t| t == "StringIds") {
+        Ok(())
+    } else {
+        Err(RunError::NotAnExport {
+            key: key.to_owned(),
+        })
+    }
+}
+
+/// Runs a multi-recipe over every report of the job (checked to be exports first), on a
+/// blocking thread: one result, its tables named `<table>.csv`.
+async fn run_many(
+    svc: &Service,
+    recipe: &Recipe,
+    locals: &[(PathBuf, String)],
+    pairs: &[(String, String)],
+    cancel: &CancelHandle,
+) -> Result<(ReportResult, Vec<LogLine>), RunError> {
+    let key = locals
+        .iter()
+        .map(|(_, k)| k.as_str())
+        .collect::<Vec<_>>()
+        .join(" + ");
+    let inner = Arc::clone(&svc.0);
+    let component = Arc::clone(&recipe.component);
+    let (locals, pairs, cancel, k) = (locals.to_vec(), pairs.to_vec(), cancel.clone(), key.clone());
+    let output: RecipeOutput = tokio::task::spawn_blocking(move || {
+        for (local, key) in &locals {
+            check_export(local, key)?;
+        }
+        inner
+            .host
+            .run_labelled_cancellable(&component, &locals, &pairs, &cancel)
+            .map_err(|e| match e {
+                RecipeHostError::Cancelled => RunError::Cancelled,
+                e => RunError::Recipe {
+                    key: k,
+                    reason: error_chain(&e),
+                },
+            })
+    })
+    .await
+    .map_err(|e| RunError::Internal(format!("the recipe thread failed: {e}")))??;
+    let tables = output
+        .tables
+        .into_iter()
+        .map(|t| (combined_csv_file(&t.name), t))
+        .collect();
+    Ok((
+        ReportResult {
+            key,
+            tables,
+            notes: output.notes,
+        },
+        output.log,
+    ))
 }
 
 /// Checks that the file is an nsys export and runs the recipe on it, on a blocking thread.
@@ -204,27 +348,16 @@ async fn run_one(
         key.clone(),
     );
     let output = tokio::task::spawn_blocking(move || {
-        let recipe_err = |e: &dyn std::error::Error| RunError::Recipe {
-            key: k.clone(),
-            reason: error_chain(e),
-        };
-        let db = ReportDb::open(&local, QueryLimits::default()).map_err(|e| {
-            recipe_err(&RecipeHostError::OpenReport {
-                path: k.clone(),
-                source: e,
-            })
-        })?;
-        let tables = db.tables().map_err(|e| recipe_err(&e))?;
-        drop(db);
-        if !tables.iter().any(|t| t == "StringIds") {
-            return Err(RunError::NotAnExport { key: k.clone() });
-        }
+        check_export(&local, &k)?;
         inner
             .host
             .run_cancellable(&component, &local, &pairs, &cancel)
             .map_err(|e| match e {
                 RecipeHostError::Cancelled => RunError::Cancelled,
-                e => recipe_err(&e),
+                e => RunError::Recipe {
+                    key: k,
+                    reason: error_chain(&e),
+                },
             })
     })
     .await
@@ -249,6 +382,7 @@ async fn upload(
     svc: &Service,
     job: &Job,
     info: &RecipeInfo,
+    reports: Vec<String>,
     results: &[ReportResult],
     cancel: &CancelHandle,
 ) -> Result<Produced, RunError> {
@@ -288,7 +422,7 @@ async fn upload(
         });
     }
     Ok(Produced {
-        reports: results.iter().map(|r| r.key.clone()).collect(),
+        reports,
         files,
         notes,
     })

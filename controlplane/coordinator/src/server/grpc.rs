@@ -127,7 +127,9 @@ impl AgentChannel for AgentService {
             }
             hub.unlink(&key, connection);
         });
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx).map(Ok))))
+        Ok(Response::new(Box::pin(
+            ReceiverStream::new(rx).map(|m| Ok(*m)),
+        )))
     }
 }
 

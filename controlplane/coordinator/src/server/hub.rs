@@ -26,11 +26,15 @@ use crate::{
     },
 };
 
+/// An agent's outbound queue. Messages are boxed: a tokio channel allocates its slots in blocks
+/// of 32, so a block of pointers costs ~256 bytes per agent where one of messages cost ~1.5 KiB.
+pub type Outbound = mpsc::Sender<Box<CoordinatorMessage>>;
+
 /// An agent's outbound stream and the connection it belongs to (a reconnect replaces it).
 #[derive(Debug)]
 struct Link {
     connection: u64,
-    tx: mpsc::Sender<CoordinatorMessage>,
+    tx: Outbound,
 }
 
 #[derive(Debug)]
@@ -160,14 +164,14 @@ impl Hub {
     pub fn register(
         &self,
         info: AgentInfo,
-        tx: mpsc::Sender<CoordinatorMessage>,
+        tx: Outbound,
         hello: impl FnOnce(&AgentKey, &Registered) -> CoordinatorMessage,
     ) -> Result<(Registered, u64), HubError> {
         let mut core = self.lock();
         let key = info.key();
         let outcome = core.machine.register_agent(info, now())?;
         // The channel is new and empty: this cannot fail.
-        let _ = tx.try_send(hello(&key, &outcome.value));
+        let _ = tx.try_send(Box::new(hello(&key, &outcome.value)));
         core.next_connection += 1;
         let connection = core.next_connection;
         core.links.insert(key, Link { connection, tx });
@@ -291,7 +295,7 @@ fn carry_out(
             }
             Effect::Send { agent, command } => match core.links.get(&agent) {
                 Some(link) => {
-                    if link.tx.try_send(wire(&command)).is_err() {
+                    if link.tx.try_send(Box::new(wire(&command))).is_err() {
                         tracing::warn!(agent = %agent.as_str(), "agent stream full or closed; it gets the command again when it reconnects");
                     }
                 }

@@ -8,6 +8,10 @@
 //!   HTTP/1.1 over TLS, like the API server's webhook client) sending the AdmissionReviews of
 //!   `F` (a JSON array) round-robin at `R` per second; latency counts from each request's
 //!   scheduled time, so a slow server cannot hide queueing. Prints one JSON line of results.
+//! - `profile --payloads F --world W --rounds N`: the webhook's own work per review, in
+//!   process and without the network: the whole `admission::review` plus the answer's
+//!   serialization, and its stages (parse the review into a typed Pod, decide, CEL, patch).
+//!   Prints one JSON line (microseconds).
 
 use std::{
     net::SocketAddr,
@@ -61,6 +65,17 @@ enum Command {
         #[arg(long, default_value_t = 2)]
         warmup_secs: u32,
     },
+    /// Time the webhook's work per review in process (no network).
+    Profile {
+        #[arg(long)]
+        payloads: PathBuf,
+        /// The `--world` file the webhook is run with.
+        #[arg(long)]
+        world: PathBuf,
+        /// Passes over all payloads (the first one is not measured).
+        #[arg(long, default_value_t = 20)]
+        rounds: u32,
+    },
 }
 
 fn main() -> Result<()> {
@@ -75,7 +90,130 @@ fn main() -> Result<()> {
             secs,
             warmup_secs,
         } => load(&url, &ca, &payloads, rate, secs, warmup_secs),
+        Command::Profile {
+            payloads,
+            world,
+            rounds,
+        } => profile(&payloads, &world, rounds),
     }
+}
+
+/// The parts of a review the stages need.
+#[derive(serde::Deserialize)]
+struct ReviewPod {
+    request: RequestPod,
+}
+
+#[derive(serde::Deserialize)]
+struct RequestPod {
+    namespace: String,
+    object: k8s_openapi::api::core::v1::Pod,
+}
+
+fn profile(payloads: &Path, world: &Path, rounds: u32) -> Result<()> {
+    use nsight_operator::{
+        admission::{review, StaticWorld, World},
+        decide::{decide_in, Decision},
+        patch::patch,
+        settings::Settings,
+    };
+    let read = |p: &Path| std::fs::read(p).with_context(|| format!("cannot read {}", p.display()));
+    let world: StaticWorld =
+        serde_json::from_slice(&read(world)?).context("--world is not a world file")?;
+    let reviews: Vec<Value> =
+        serde_json::from_slice(&read(payloads)?).context("--payloads is not a JSON array")?;
+    let bodies: Vec<Vec<u8>> = reviews
+        .iter()
+        .map(serde_json::to_vec)
+        .collect::<Result<_, _>>()?;
+    if bodies.is_empty() || rounds < 2 {
+        bail!("need at least one payload and --rounds >= 2");
+    }
+    let settings = Settings {
+        coordinator_url: Some("https://nsight-coordinator.research.svc:8443".into()),
+        ..Settings::default()
+    };
+    let has_cel = |ns: &str| {
+        world.view(ns).configs.iter().any(|c| {
+            c.spec
+                .injection_rules
+                .iter()
+                .any(|r| r.cel_expression.is_some())
+        })
+    };
+    let us = |t: Instant| t.elapsed().as_secs_f64() * 1e6;
+    let (mut total, mut parse, mut decide, mut cel, mut patching, mut answer) =
+        (vec![], vec![], vec![], vec![], vec![], vec![]);
+    for round in 0..rounds {
+        for body in &bodies {
+            let t = Instant::now();
+            let out = review(body, &world, &settings)?;
+            let t_answer = Instant::now();
+            let bytes = serde_json::to_vec(&out)?;
+            let answer_us = us(t_answer);
+            let total_us = us(t);
+            std::hint::black_box(bytes);
+
+            let t = Instant::now();
+            let input: ReviewPod = serde_json::from_slice(body)?;
+            let parse_us = us(t);
+            let mut pod = input.request.object;
+            pod.metadata.namespace = Some(input.request.namespace.clone());
+            let t = Instant::now();
+            let view = world.view(&input.request.namespace);
+            let decision = decide_in(&pod, None, &view, &settings.default_tool_config);
+            let decide_us = us(t);
+            let patch_us = match &decision {
+                Decision::Inject { tool, source } => {
+                    let t = Instant::now();
+                    let ops = patch(&pod, tool, source, &settings);
+                    let bytes = serde_json::to_vec(&ops)?;
+                    std::hint::black_box(base64::Engine::encode(
+                        &base64::engine::general_purpose::STANDARD,
+                        bytes,
+                    ));
+                    Some(us(t))
+                }
+                Decision::Skip(_) => None,
+            };
+            if round == 0 {
+                continue;
+            }
+            total.push(total_us);
+            answer.push(answer_us);
+            parse.push(parse_us);
+            if has_cel(&input.request.namespace) {
+                cel.push(decide_us);
+            } else {
+                decide.push(decide_us);
+            }
+            patching.extend(patch_us);
+        }
+    }
+    let stats = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        let pct = |p: f64| {
+            if v.is_empty() {
+                return f64::NAN;
+            }
+            let rank = ((p / 100.0) * v.len() as f64).ceil() as usize;
+            v[rank.clamp(1, v.len()) - 1]
+        };
+        json!({"n": v.len(), "p50_us": pct(50.0), "p99_us": pct(99.0),
+               "mean_us": v.iter().sum::<f64>() / v.len().max(1) as f64})
+    };
+    println!(
+        "{}",
+        json!({
+            "review_and_answer": stats(&mut total),
+            "parse_typed_pod": stats(&mut parse),
+            "decide_no_cel": stats(&mut decide),
+            "decide_with_cel_rule": stats(&mut cel),
+            "patch": stats(&mut patching),
+            "serialize_answer": stats(&mut answer),
+        })
+    );
+    Ok(())
 }
 
 fn certs(dir: &Path) -> Result<()> {

@@ -1,7 +1,8 @@
 //! The [`Managed`] glue of the storage, telemetry and viewing kinds:
 //!
 //! ```text
-//! NsightCloudStorageConfig    render::storage         Ready: StatefulSet, or the external Secret checked
+//! NsightCloudStorageConfig    render::storage         Ready: StatefulSet, or the external Secret checked;
+//!                                                     managed: BucketReady (`bucket`, CreateBucket)
 //! NsightOtelCollector         render::otel_collector  Ready: Deployment
 //! OTLPProxyConfig             render::otlp_proxy      Ready: the collector it names exists
 //! NsightStreamer              render::streamer        Ready: Deployment (reads its storage config)
@@ -31,7 +32,7 @@ use nsight_api::{
     NsightStreamer, NsightTenantOperator, OTLPProxyConfig,
 };
 
-use super::{api, apply::Applied, owned_config, run, Context, Error, Managed};
+use super::{api, apply::Applied, bucket, owned_config, run, Context, Error, Managed};
 use crate::{
     conditions::{self, Cond},
     render::{
@@ -80,6 +81,43 @@ async fn storage_config(
     }
 }
 
+/// `BucketReady` of a managed server: its bucket created once the server is `ready`.
+async fn managed_bucket(
+    cr: &NsightCloudStorageConfig,
+    ctx: &Context,
+    ready: &Cond,
+) -> Result<Cond, Error> {
+    {
+        if !ready.status {
+            return Ok(bucket::not_attempted(bucket::NotAttempted {
+                reason: "ServerNotReady",
+                message: format!(
+                    "bucket {} is created once the S3 server is ready ({})",
+                    render::storage::BUCKET,
+                    ready.message
+                ),
+            }));
+        }
+        let (name, namespace) = (cr.name_any(), cr.namespace().unwrap_or_default());
+        let secret_name = render::storage::credentials_secret_name(&name);
+        let secret = Api::<Secret>::namespaced(ctx.client.clone(), &namespace)
+            .get_opt(&secret_name)
+            .await
+            .map_err(|source| Error::ReadReference {
+                kind: "Secret",
+                name: secret_name,
+                source,
+            })?;
+        let endpoint = ctx.settings.managed_storage_endpoint.as_deref();
+        Ok(
+            match bucket::settings_from_secret(secret.as_ref(), endpoint, &name, &namespace) {
+                Ok(settings) => bucket::ensure(settings).await,
+                Err(why) => bucket::not_attempted(why),
+            },
+        )
+    }
+}
+
 impl Managed for NsightCloudStorageConfig {
     const KIND: &'static str = "NsightCloudStorageConfig";
     const OWNS: &'static [ObjectKind] = &[
@@ -109,10 +147,13 @@ impl Managed for NsightCloudStorageConfig {
         async move {
             let cond = match render::storage::backend(self) {
                 Backend::Managed => {
-                    conditions::ready_stateful_set(applied.iter().find_map(|a| match a {
-                        Applied::StatefulSet(s) => Some(&**s),
-                        _ => None,
-                    }))
+                    let ready =
+                        conditions::ready_stateful_set(applied.iter().find_map(|a| match a {
+                            Applied::StatefulSet(s) => Some(&**s),
+                            _ => None,
+                        }));
+                    let bucket = managed_bucket(self, ctx, &ready).await?;
+                    return Ok(vec![ready, bucket]);
                 }
                 Backend::External(secret_ref) => {
                     let secret = match (&secret_ref, self.namespace()) {
@@ -150,7 +191,11 @@ impl Managed for NsightCloudStorageConfig {
     fn recheck(ready: &[Cond]) -> Option<Duration> {
         ready
             .iter()
-            .any(|c| !c.status && c.reason.starts_with("Secret"))
+            .any(|c| {
+                !c.status
+                    && (c.reason.starts_with("Secret")
+                        || (c.type_ == bucket::CONDITION_BUCKET && c.reason != "ServerNotReady"))
+            })
             .then_some(RECHECK)
     }
 

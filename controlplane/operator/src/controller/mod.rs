@@ -15,6 +15,7 @@
 //! retry policy; must not decide what objects look like.
 
 pub mod apply;
+pub mod bucket;
 mod kinds;
 
 use std::{

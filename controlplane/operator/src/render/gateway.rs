@@ -2,11 +2,22 @@
 //! `nsight-gateway/<namespace>/<name>`, ADS at the operator's xDS server), Service (`http` on
 //! `spec.port`, default 8888; `storage` 9000) and the Envoy Deployment.
 //!
-//! Listeners, routes, TLS and auth are not here: they reach Envoy over xDS.
+//! Listeners, routes, TLS and auth are not here: they reach Envoy over xDS. The proxy-wasm
+//! filters the xDS configuration names (`--auth-wasm-path`) are: the init container
+//! `nsight-plugins` (the operator's image, `nsight-operator install-plugins`) copies
+//! `/plugins/*.wasm` into the `wasm` emptyDir that Envoy mounts read-only at
+//! `RenderSettings::wasm_dir`.
+//!
+//! ```text
+//! init nsight-plugins: /plugins/*.wasm ──copy──> emptyDir wasm ──ro──> envoy:<wasm_dir>/
+//! envoy: -c /etc/envoy/bootstrap/envoy.json (ConfigMap <name>-envoy)
+//! ```
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ConfigMap, ConfigMapVolumeSource, Volume};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, ConfigMapVolumeSource, Container, SecurityContext, Volume,
+};
 use nsight_api::NsightGateway;
 use nsight_gateway::bootstrap::{AdsFlavor, Bootstrap};
 
@@ -27,7 +38,13 @@ pub const STORAGE: Port = Port {
 pub const ADMIN_PORT: u16 = 9901;
 /// The bootstrap file in the ConfigMap.
 pub const BOOTSTRAP_KEY: &str = "envoy.json";
-const BOOTSTRAP_DIR: &str = "/etc/envoy";
+/// Beside (not above) the filters' directory: a volume cannot be mounted inside a ConfigMap's.
+const BOOTSTRAP_DIR: &str = "/etc/envoy/bootstrap";
+/// The init container that installs the proxy-wasm filters.
+pub const PLUGINS_INIT_CONTAINER: &str = "nsight-plugins";
+/// Where the plugins image keeps the filters.
+pub const PLUGINS_SOURCE_DIR: &str = "/plugins";
+const WASM_VOLUME: &str = "wasm";
 /// The `envoy` user of the Envoy image.
 const ENVOY_UID: i64 = 101;
 
@@ -64,6 +81,7 @@ pub fn render(cr: &NsightGateway, settings: &RenderSettings) -> Result<Desired, 
         ..ConfigMap::default()
     };
     let (tmp, tmp_mount) = workload::scratch("tmp", "/tmp");
+    let (wasm, wasm_mount) = workload::scratch(WASM_VOLUME, &settings.wasm_dir);
     let main = Main {
         image: settings.envoy_image.clone(),
         command: vec!["envoy".into()],
@@ -86,8 +104,13 @@ pub fn render(cr: &NsightGateway, settings: &RenderSettings) -> Result<Desired, 
                 ..Volume::default()
             },
             tmp,
+            wasm,
         ],
-        mounts: vec![workload::read_only("bootstrap", BOOTSTRAP_DIR), tmp_mount],
+        mounts: vec![
+            workload::read_only("bootstrap", BOOTSTRAP_DIR),
+            tmp_mount,
+            workload::read_only(WASM_VOLUME, &settings.wasm_dir),
+        ],
         run_as_user: Some(ENVOY_UID),
         ..Main::default()
     };
@@ -95,6 +118,14 @@ pub fn render(cr: &NsightGateway, settings: &RenderSettings) -> Result<Desired, 
         service: cr.spec.service.clone(),
         ..nsight_api::Workload::default()
     };
+    let mut deployment = workload::deployment(&owner, &workload, main);
+    if let Some(pod) = deployment
+        .spec
+        .as_mut()
+        .and_then(|s| s.template.spec.as_mut())
+    {
+        pod.init_containers = Some(vec![plugins_init_container(settings, wasm_mount)]);
+    }
     Ok(Desired {
         objects: vec![
             Object::ServiceAccount(workload::service_account(&owner)),
@@ -104,7 +135,31 @@ pub fn render(cr: &NsightGateway, settings: &RenderSettings) -> Result<Desired, 
                 cr.spec.service.as_ref(),
                 &ports,
             ))),
-            Object::Deployment(Box::new(workload::deployment(&owner, &workload, main))),
+            Object::Deployment(Box::new(deployment)),
         ],
     })
+}
+
+/// Copies the filters from the plugins image into the `wasm` volume (`mount`, writable here).
+fn plugins_init_container(
+    settings: &RenderSettings,
+    mount: k8s_openapi::api::core::v1::VolumeMount,
+) -> Container {
+    Container {
+        name: PLUGINS_INIT_CONTAINER.into(),
+        image: Some(settings.plugins_image()),
+        command: Some(vec![
+            "nsight-operator".into(),
+            "install-plugins".into(),
+            format!("--from={PLUGINS_SOURCE_DIR}"),
+            format!("--to={}", settings.wasm_dir),
+        ]),
+        volume_mounts: Some(vec![mount]),
+        security_context: Some(SecurityContext {
+            allow_privilege_escalation: Some(false),
+            read_only_root_filesystem: Some(true),
+            ..SecurityContext::default()
+        }),
+        ..Container::default()
+    }
 }

@@ -61,6 +61,15 @@ pub struct RenderSettings {
     /// Where gateways' Envoy finds the operator's xDS server (a Service DNS name).
     pub xds_host: String,
     pub xds_port: u16,
+    /// The image whose `/plugins` holds the gateway's proxy-wasm filters (`None`: the
+    /// operator's own image, so the filters match the configuration this operator writes).
+    pub plugins_image: Option<String>,
+    /// Where the gateway's Envoy finds the filters: the directory of `--auth-wasm-path`.
+    pub wasm_dir: String,
+    /// Where the manager itself reaches a managed S3 server to create its bucket (`{name}`,
+    /// `{namespace}` replaced); `None`: the generated storage config's endpoint, the Service's
+    /// cluster DNS name. For a manager running outside the cluster.
+    pub managed_storage_endpoint: Option<String>,
 }
 
 impl Default for RenderSettings {
@@ -71,6 +80,9 @@ impl Default for RenderSettings {
             envoy_image: "docker.io/envoyproxy/envoy:v1.36.2".into(),
             xds_host: "nsight-operator-xds.nsight-operator.svc".into(),
             xds_port: 18000,
+            plugins_image: None,
+            wasm_dir: "/etc/envoy/wasm".into(),
+            managed_storage_endpoint: None,
         }
     }
 }
@@ -83,6 +95,13 @@ impl RenderSettings {
             self.image_repository.trim_end_matches('/'),
             self.image_tag
         )
+    }
+
+    /// The image the gateway's filters are copied from.
+    pub fn plugins_image(&self) -> String {
+        self.plugins_image
+            .clone()
+            .unwrap_or_else(|| self.image("nsight-operator"))
     }
 }
 

@@ -8,9 +8,14 @@
 //!      ─> status: TLSSecretValid, AuthConfigValid, XdsConfigured (field manager nsight-operator-xds)
 //! ```
 //! Owns the reads, the publish and the status write; what the IR looks like is `translate`.
+//!
+//! A deleted NsightGateway (no finalizer): once the watch's delete event has left the
+//! controller's store, the sweep ([`stale_nodes`], every [`SWEEP_EVERY`]) removes the node's
+//! snapshot and status from the ADS server and ends its streams, so nothing is kept or served
+//! for a gateway that no longer exists.
 
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, BTreeSet},
     sync::Arc,
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
@@ -24,7 +29,11 @@ use k8s_openapi::{
 };
 use kube::{
     api::{ListParams, PartialObjectMeta, Patch, PatchParams},
-    runtime::{controller::Action, reflector::ObjectRef, watcher, Controller},
+    runtime::{
+        controller::Action,
+        reflector::{ObjectRef, Store},
+        watcher, Controller,
+    },
     Api, Client, Resource, ResourceExt,
 };
 use nsight_api::{NsightGateway, NsightStatus};
@@ -42,6 +51,11 @@ use crate::{
 pub const STATUS_MANAGER: &str = "nsight-operator-xds";
 /// The condition saying whether Envoy has the gateway's current configuration.
 pub const CONDITION_XDS: &str = "XdsConfigured";
+
+/// How often published gateway nodes are checked against the NsightGateways that exist.
+pub const SWEEP_EVERY: Duration = Duration::from_secs(2);
+/// Every gateway node id starts so (`node_id::gateway`).
+pub const GATEWAY_NODE_PREFIX: &str = "nsight-gateway/";
 
 /// What every reconcile shares.
 pub struct XdsContext {
@@ -261,6 +275,51 @@ fn error_policy(gw: Arc<NsightGateway>, error: &Error, ctx: Arc<XdsContext>) -> 
     Action::requeue(backoff(failures))
 }
 
+/// The gateway nodes among `nodes` (of the watched `namespace`, or all) whose NsightGateway
+/// is not in `live` (node ids of the gateways that exist). Pure.
+pub fn stale_nodes<'a>(
+    nodes: &'a [String],
+    live: &BTreeSet<String>,
+    namespace: Option<&str>,
+) -> Vec<&'a str> {
+    let prefix = match namespace {
+        Some(ns) => node_id::gateway(ns, ""),
+        None => GATEWAY_NODE_PREFIX.to_owned(),
+    };
+    nodes
+        .iter()
+        .filter(|n| n.starts_with(&prefix) && !live.contains(*n))
+        .map(String::as_str)
+        .collect()
+}
+
+/// Removes the nodes of deleted gateways from the ADS server, every [`SWEEP_EVERY`]. A node
+/// has a snapshot only after its gateway was reconciled, i.e. was in the store, and a re-list
+/// swaps the store's contents at once, so a snapshot whose gateway is not in the store is a
+/// deleted gateway's (no need to wait for the first list). A node without a snapshot but with
+/// an open stream (an Envoy of a gateway not reconciled yet) is left alone: it holds nothing
+/// and ending it would only make it reconnect.
+async fn sweep(ctx: Arc<XdsContext>, store: Store<NsightGateway>, namespace: Option<String>) {
+    let mut tick = tokio::time::interval(SWEEP_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let live: BTreeSet<String> = store
+            .state()
+            .iter()
+            .map(|g| node_id::gateway(&g.namespace().unwrap_or_default(), &g.name_any()))
+            .collect();
+        let nodes = ctx.xds.nodes();
+        for node in stale_nodes(&nodes, &live, namespace.as_deref()) {
+            let has_snapshot = ctx.xds.snapshot(node).is_some();
+            let streams = ctx.xds.node_status(node).map_or(0, |s| s.streams);
+            if (has_snapshot || streams == 0) && ctx.xds.remove_node(node) {
+                tracing::info!(%node, "NsightGateway deleted: its xDS snapshot is removed");
+            }
+        }
+    }
+}
+
 /// Runs until the watches end (never, in practice).
 pub async fn run(ctx: Arc<XdsContext>, namespace: Option<String>) {
     let client = ctx.client.clone();
@@ -269,6 +328,7 @@ pub async fn run(ctx: Arc<XdsContext>, namespace: Option<String>) {
         api::<NsightGateway>(&client, ns),
         watcher::Config::default(),
     );
+    let sweeper = tokio::spawn(sweep(ctx.clone(), controller.store(), namespace.clone()));
     let by_secret = controller.store();
     let by_service = controller.store();
     controller
@@ -308,6 +368,7 @@ pub async fn run(ctx: Arc<XdsContext>, namespace: Option<String>) {
             }
         })
         .await;
+    sweeper.abort();
 }
 
 #[cfg(test)]
@@ -326,5 +387,32 @@ mod tests {
         );
         let c = xds_condition("n", Err("x".into()), false, None);
         assert_eq!(c.reason, "NotConfigured");
+    }
+
+    #[test]
+    fn stale_nodes_are_the_gateways_that_are_gone() {
+        assert!(node_id::gateway("a", "b").starts_with(GATEWAY_NODE_PREFIX));
+        let nodes: Vec<String> = [
+            node_id::gateway("team-a", "gw"),
+            node_id::gateway("team-a", "gone"),
+            node_id::gateway("team-b", "gone"),
+            node_id::otlp_sidecar("team-a", "pod-1"),
+        ]
+        .into();
+        let live = BTreeSet::from([node_id::gateway("team-a", "gw")]);
+        assert_eq!(
+            stale_nodes(&nodes, &live, None),
+            [nodes[1].as_str(), nodes[2].as_str()]
+        );
+        // Watching one namespace: another namespace's nodes are not ours to judge.
+        assert_eq!(
+            stale_nodes(&nodes, &live, Some("team-a")),
+            [nodes[1].as_str()]
+        );
+        // "team-a" must not match "team-ab".
+        let other = vec![node_id::gateway("team-ab", "x")];
+        assert!(stale_nodes(&other, &live, Some("team-a")).is_empty());
+        let all_live: BTreeSet<String> = nodes.iter().cloned().collect();
+        assert!(stale_nodes(&nodes, &all_live, None).is_empty());
     }
 }

@@ -3,11 +3,14 @@
 //! bootstraps against (`--xds-host:--xds-port`, see `render::gateway`).
 //!
 //! ```text
-//! secrets    (pure)  TLS / API-key Secret checks -> actionable condition messages
+//! secrets    (pure)  TLS / API-key / CA Secret checks -> actionable condition messages
+//! oauth2     (pure)  spec.authentication.oauth2 -> the filter's OAuth2 mode + the issuer's
+//!                    TLS upstream
 //! translate  (pure)  NsightGateway + Services + Secrets -> GatewayIr | why not, + conditions
 //! controller (shell) watches, reads, XdsHandle::set_ir, status
 //! ```
 
 pub mod controller;
+pub mod oauth2;
 pub mod secrets;
 pub mod translate;

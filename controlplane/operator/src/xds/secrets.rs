@@ -1,6 +1,7 @@
 //! Validation of the Secrets an NsightGateway references, before anything reaches Envoy: the
 //! TLS Secret (`tls.crt` + `tls.key`: PEM, an X.509 chain, the matching private key, inside its
-//! validity period) and the API-key Secret (the key present and usable by the auth filter).
+//! validity period), the API-key Secret (the key present and usable by the auth filter) and a CA
+//! bundle (`ca.crt`: PEM certificates).
 //!
 //! Pure: the Secret comes in as read from the API server (or absent), the clock as an
 //! argument. Every refusal names the Secret, the key and what to do about it.
@@ -28,6 +29,8 @@ pub struct ValidTls {
     pub private_key_pem: String,
     /// `notAfter` of the leaf, Unix seconds.
     pub not_after: i64,
+    /// The leaf's DNS subject alternative names, in order (wildcards included).
+    pub dns_names: Vec<String>,
 }
 
 impl std::fmt::Debug for ValidTls {
@@ -133,10 +136,26 @@ pub fn tls(
             validity.not_before
         ));
     }
+    let dns_names = parsed
+        .subject_alternative_name()
+        .ok()
+        .flatten()
+        .map(|san| {
+            san.value
+                .general_names
+                .iter()
+                .filter_map(|n| match n {
+                    x509_parser::extensions::GeneralName::DNSName(d) => Some((*d).to_owned()),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     Ok(ValidTls {
         cert_chain_pem: cert_pem,
         private_key_pem: key_pem,
         not_after,
+        dns_names,
     })
 }
 
@@ -162,6 +181,27 @@ pub fn api_key(
         .map_err(|_| format!("{what}: `{key}` is not UTF-8 text"))?
         .trim();
     check_api_key(&what, key, text)?;
+    Ok(text.to_owned())
+}
+
+/// `pem` as a CA bundle: at least one PEM certificate, each valid X.509. `Err` says what is
+/// wrong, naming `what` (the Secret and key).
+pub fn ca_bundle(what: &str, pem: &[u8]) -> Result<String, String> {
+    let text = std::str::from_utf8(pem).map_err(|_| {
+        format!("{what} is not PEM text (binary DER?); convert it with `openssl x509 -inform der`")
+    })?;
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(text.as_bytes())
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("{what} is not valid PEM ({e})"))?;
+    if certs.is_empty() {
+        return Err(format!(
+            "{what} holds no `BEGIN CERTIFICATE` block; put the CA certificate(s) in it"
+        ));
+    }
+    for (i, cert) in certs.iter().enumerate() {
+        x509_parser::parse_x509_certificate(cert)
+            .map_err(|e| format!("{what}: certificate {} is not valid X.509 ({e})", i + 1))?;
+    }
     Ok(text.to_owned())
 }
 
@@ -223,6 +263,7 @@ mod tests {
         .unwrap();
         assert_eq!(ok.cert_chain_pem, cert);
         assert!(ok.not_after > NOW);
+        assert_eq!(ok.dns_names, ["gw.example"]);
     }
 
     #[test]

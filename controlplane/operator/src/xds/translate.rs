@@ -6,8 +6,10 @@
 //!                     analysisPrefix    -> analysis
 //!                     tenantPrefix      -> tenant
 //!                     /                 -> cloud-ui      (public: no auth)
-//!                     auth filter: apikey | jwt (+ apikey) | none; HTTPS from tlsSecretRef
+//!                     auth filter: apikey | jwt (+ apikey) | oauth2 (+ apikey) | none;
+//!                     HTTPS from tlsSecretRef
 //!  :9000              /                 -> storage       (streaming, no auth: S3 SigV4)
+//!  upstream oauth2-idp-<host>-<port>: the OAuth2 issuer over TLS (see `oauth2`)
 //! ```
 //! Upstreams are the Services the operator labelled (`managed-by=nsight-operator`) by their
 //! `app.kubernetes.io/component`, reached at `<name>.<namespace>.svc.<cluster domain>` (or an
@@ -21,12 +23,12 @@ use k8s_openapi::api::core::v1::{Secret, Service};
 use kube::ResourceExt;
 use nsight_api::NsightGateway;
 use nsight_gateway::{
-    auth::{AuthPolicy, Jwks, JwtPolicy},
+    auth::{ApiKey, AuthPolicy, Jwks, JwtPolicy},
     ir::{GatewayIr, Listener, Route, TlsSecret, Upstream, GATEWAY_PORT, STORAGE_PROXY_PORT},
     local::names,
 };
 
-use super::secrets;
+use super::{oauth2, secrets};
 use crate::{
     conditions::Cond,
     render::{LABEL_COMPONENT, LABEL_INSTANCE, LABEL_MANAGED_BY, MANAGER},
@@ -188,7 +190,7 @@ fn ok(type_: &'static str, reason: &'static str, message: impl Into<String>) -> 
     }
 }
 
-fn bad(type_: &'static str, reason: &'static str, message: impl Into<String>) -> Cond {
+pub(super) fn bad(type_: &'static str, reason: &'static str, message: impl Into<String>) -> Cond {
     Cond {
         type_,
         status: false,
@@ -251,7 +253,7 @@ fn chrono_like(unix: i64) -> String {
 }
 
 /// The API keys of `spec.authentication.apikey` (empty when disabled).
-fn api_keys(inputs: &Inputs<'_>, ns: &str) -> Result<Vec<String>, Cond> {
+fn api_keys(inputs: &Inputs<'_>, ns: &str) -> Result<Vec<ApiKey>, Cond> {
     let Some(k) = inputs
         .gateway
         .spec
@@ -263,11 +265,12 @@ fn api_keys(inputs: &Inputs<'_>, ns: &str) -> Result<Vec<String>, Cond> {
         return Ok(Vec::new());
     };
     let invalid = |m: String| bad(CONDITION_AUTH, "ApiKeyInvalid", m);
+    let keys = |key: String| vec![ApiKey::new(key)];
     match (&k.key_secret_ref, &k.key) {
         (Some(r), _) => {
             let key = r.key.as_deref().unwrap_or(secrets::DEFAULT_API_KEY_KEY);
             secrets::api_key(ns, &r.name, key, inputs.secrets.get(&r.name))
-                .map(|k| vec![k])
+                .map(keys)
                 .map_err(invalid)
         }
         (None, Some(inline)) => secrets::check_api_key(
@@ -275,7 +278,7 @@ fn api_keys(inputs: &Inputs<'_>, ns: &str) -> Result<Vec<String>, Cond> {
             "key",
             inline.trim(),
         )
-        .map(|()| vec![inline.trim().to_owned()])
+        .map(|()| keys(inline.trim().to_owned()))
         .map_err(invalid),
         (None, None) => Err(invalid(
             "spec.authentication.apikey is enabled without a key: set keySecretRef (a Secret holding the key) or key".into(),
@@ -338,78 +341,63 @@ fn jwt_policy(inputs: &Inputs<'_>, ns: &str) -> Result<Option<JwtPolicy>, Cond> 
             .cloned()
             .collect(),
         jwks: Jwks::Inline(doc),
+        identity_claim: j.identity_claim.clone().filter(|c| !c.is_empty()),
     }))
 }
 
-/// OAuth2: refused without TLS; with TLS its Secret is checked, then refused: the filter's OAuth2
-/// mode talks to the identity provider through an Envoy cluster, and the IR has no upstream TLS.
-fn oauth2(inputs: &Inputs<'_>, ns: &str) -> Result<(), Cond> {
-    let Some(o) = inputs
-        .gateway
-        .spec
-        .authentication
-        .as_ref()
-        .and_then(|a| a.oauth2.as_ref())
-        .filter(|o| o.enabled)
-    else {
-        return Ok(());
-    };
-    if inputs.gateway.spec.tls_secret_ref.is_none() {
-        return Err(bad(
-            CONDITION_AUTH,
-            "OAuth2RequiresTLS",
-            "OAuth2 requires TLS on the gateway (browsers do not send secure session cookies over plain HTTP): create a TLS Secret and set spec.tlsSecretRef",
-        ));
-    }
-    let invalid = |m: String| bad(CONDITION_AUTH, "OAuth2Invalid", m);
-    if o.issuer.as_deref().unwrap_or_default().is_empty()
-        || o.client_id.as_deref().unwrap_or_default().is_empty()
-    {
-        return Err(invalid(
-            "spec.authentication.oauth2 needs issuer and clientId".into(),
-        ));
-    }
-    let r = o.client_secret_ref.as_ref().ok_or_else(|| {
-        invalid("spec.authentication.oauth2.clientSecretRef is not set: name a Secret with client_secret.key and hmac.key".into())
-    })?;
-    let what = format!(
-        "Secret {ns}/{} (spec.authentication.oauth2.clientSecretRef)",
-        r.name
-    );
-    let secret = inputs.secrets.get(&r.name).ok_or_else(|| {
-        invalid(format!(
-            "{what} does not exist; create it with client_secret.key and hmac.key"
-        ))
-    })?;
-    for key in OAUTH2_KEYS {
-        if secrets::value(secret, key).is_none_or(<[u8]>::is_empty) {
-            return Err(invalid(format!("{what} has no `{key}` (or it is empty)")));
-        }
-    }
-    Err(bad(
-        CONDITION_AUTH,
-        "OAuth2NotSupported",
-        "the operator does not yet configure the auth filter's OAuth2 mode (it needs an HTTPS cluster to the identity provider, which the gateway IR cannot express yet); the gateway is not configured (fail closed). Use spec.authentication.jwt with the identity provider's JWKS meanwhile",
-    ))
-}
-
-fn auth(inputs: &Inputs<'_>, ns: &str) -> Result<(AuthPolicy, Cond), Cond> {
-    oauth2(inputs, ns)?;
+/// The auth policy, its condition, and the upstreams it needs (the OAuth2 issuer).
+fn auth(
+    inputs: &Inputs<'_>,
+    ns: &str,
+    tls: Option<&secrets::ValidTls>,
+) -> Result<(AuthPolicy, Cond, Vec<Upstream>), Cond> {
+    let oauth2 = oauth2::setup(inputs, ns, tls)?;
     let keys = api_keys(inputs, ns)?;
     let jwt = jwt_policy(inputs, ns)?;
+    let or_keys = if keys.is_empty() { "" } else { " or API key" };
+    if let Some(mut setup) = oauth2 {
+        if let Some(jwt) = jwt {
+            // The filter's OAuth2 mode verifies bearer tokens of its own issuer; a JWT section of
+            // the same issuer adds its audiences, another issuer cannot be served beside it.
+            if jwt.issuer.trim_end_matches('/') != setup.policy.issuer.trim_end_matches('/') {
+                return Err(bad(
+                    CONDITION_AUTH,
+                    "JwtWithOAuth2Unsupported",
+                    format!(
+                        "spec.authentication.jwt (issuer {}) and oauth2 (issuer {}) name different issuers; the gateway verifies bearer tokens of the OAuth2 issuer only: disable jwt or use the same issuer",
+                        jwt.issuer, setup.policy.issuer
+                    ),
+                ));
+            }
+            for aud in jwt.audiences {
+                if !setup.policy.audiences.contains(&aud) {
+                    setup.policy.audiences.push(aud);
+                }
+            }
+        }
+        let message = format!(
+            "OAuth2 (issuer {}, client {}, callback {}){or_keys}",
+            setup.policy.issuer, setup.policy.client_id, setup.policy.redirect_uri
+        );
+        return Ok((
+            AuthPolicy::OAuth2 {
+                policy: setup.policy,
+                api_keys: keys,
+            },
+            ok(CONDITION_AUTH, "OAuth2", message),
+            vec![setup.idp],
+        ));
+    }
     Ok(match (jwt, keys.is_empty()) {
         (Some(policy), _) => {
-            let message = format!(
-                "JWT (issuer {}){}",
-                policy.issuer,
-                if keys.is_empty() { "" } else { " or API key" }
-            );
-            (AuthPolicy::Jwt { policy, api_keys: keys }, ok(CONDITION_AUTH, "Jwt", message))
+            let message = format!("JWT (issuer {}){or_keys}", policy.issuer);
+            (AuthPolicy::Jwt { policy, api_keys: keys }, ok(CONDITION_AUTH, "Jwt", message), Vec::new())
         }
-        (None, false) => (AuthPolicy::ApiKeys(keys), ok(CONDITION_AUTH, "ApiKey", "API key (Authorization: Bearer <key>)")),
+        (None, false) => (AuthPolicy::ApiKeys(keys), ok(CONDITION_AUTH, "ApiKey", "API key (Authorization: Bearer <key>)"), Vec::new()),
         (None, true) => (
             AuthPolicy::Unauthenticated,
             ok(CONDITION_AUTH, "Unauthenticated", "no authentication is enabled: anyone who reaches the gateway can use it (development only)"),
+            Vec::new(),
         ),
     })
 }
@@ -419,12 +407,12 @@ pub fn translate(inputs: &Inputs<'_>, settings: &XdsSettings) -> Translation {
     let gw = inputs.gateway;
     let ns = gw.namespace().unwrap_or_default();
     let (valid_tls, tls_cond) = tls(inputs, &ns);
-    let auth = auth(inputs, &ns);
+    let auth = auth(inputs, &ns, valid_tls.as_ref());
     let auth_cond = match &auth {
-        Ok((_, c)) | Err(c) => c.clone(),
+        Ok((_, c, _)) | Err(c) => c.clone(),
     };
     let conditions = vec![auth_cond, tls_cond.clone()];
-    let (Ok((policy, _)), true) = (auth, tls_cond.status) else {
+    let (Ok((policy, _, auth_upstreams)), true) = (auth, tls_cond.status) else {
         let failed: Vec<&str> = conditions
             .iter()
             .filter(|c| !c.status)
@@ -504,6 +492,7 @@ pub fn translate(inputs: &Inputs<'_>, settings: &XdsSettings) -> Translation {
         proxy.routes.push(Route::streaming("/", names::STORAGE));
         listeners.push(proxy);
     }
+    upstreams.extend(auth_upstreams);
     let ir = GatewayIr {
         listeners,
         upstreams,

@@ -29,7 +29,7 @@ const MAX_TOKEN_ANSWER: usize = 64 * 1024;
 #[derive(Debug)]
 pub(super) struct OidcShared {
     cfg: Oauth2Config,
-    api_keys: Vec<String>,
+    api_keys: Vec<crate::config::ApiKey>,
     discovery: RefCell<DiscoveryCache>,
     /// The bearer policy once discovery is done (JWT against the jwks_uri, or API keys).
     bearer: RefCell<Option<Rc<AuthConfig>>>,
@@ -38,7 +38,7 @@ pub(super) struct OidcShared {
 }
 
 impl OidcShared {
-    pub(super) fn new(cfg: Oauth2Config, api_keys: Vec<String>) -> Rc<Self> {
+    pub(super) fn new(cfg: Oauth2Config, api_keys: Vec<crate::config::ApiKey>) -> Rc<Self> {
         Rc::new(Self {
             cfg,
             api_keys,

@@ -1,6 +1,6 @@
 //! Verified-token cache: a token whose signature and claims verified is remembered by the
 //! SHA-256 of everything its verdict depends on (the token's bytes, the verifying key's public
-//! material, the issuer, the audiences and the clock skew), so the next request with the same
+//! material, the issuer, the audiences, the clock skew and the identity claim), so the next request with the same
 //! token skips the signature check (an RS256 verification costs milliseconds in the Wasm VM).
 //!
 //! Safe by construction: only successes are remembered; a hit re-checks `exp` and `nbf` against
@@ -46,6 +46,7 @@ pub fn cache_key<'a>(
     issuer: &str,
     audiences: impl IntoIterator<Item = &'a String>,
     clock_skew_s: u64,
+    identity_claim: Option<&[String]>,
 ) -> CacheKey {
     let mut h = Sha256::new();
     field(&mut h, token.as_bytes());
@@ -55,6 +56,11 @@ pub fn cache_key<'a>(
         field(&mut h, aud.as_bytes());
     }
     h.update(clock_skew_s.to_le_bytes());
+    // `sub` (no claim) and a claim path hash differently: a 0 or 1 marker, then the segments.
+    h.update([u8::from(identity_claim.is_some())]);
+    for segment in identity_claim.unwrap_or_default() {
+        field(&mut h, segment.as_bytes());
+    }
     h.finalize().into()
 }
 
@@ -126,19 +132,24 @@ mod tests {
     #[test]
     fn every_input_changes_the_key() {
         let auds = vec!["a".to_string()];
-        let base = cache_key("t", &[0; 32], "iss", &auds, 60);
-        assert_ne!(base, cache_key("u", &[0; 32], "iss", &auds, 60));
-        assert_ne!(base, cache_key("t", &[1; 32], "iss", &auds, 60));
-        assert_ne!(base, cache_key("t", &[0; 32], "is", &auds, 60));
+        let base = cache_key("t", &[0; 32], "iss", &auds, 60, None);
+        assert_ne!(base, cache_key("u", &[0; 32], "iss", &auds, 60, None));
+        assert_ne!(base, cache_key("t", &[1; 32], "iss", &auds, 60, None));
+        assert_ne!(base, cache_key("t", &[0; 32], "is", &auds, 60, None));
         assert_ne!(
             base,
-            cache_key("t", &[0; 32], "iss", &vec!["b".to_string()], 60)
+            cache_key("t", &[0; 32], "iss", &vec!["b".to_string()], 60, None)
         );
-        assert_ne!(base, cache_key("t", &[0; 32], "iss", &auds, 30));
+        assert_ne!(base, cache_key("t", &[0; 32], "iss", &auds, 30, None));
+        let groups = ["groups".to_string()];
+        assert_ne!(
+            base,
+            cache_key("t", &[0; 32], "iss", &auds, 60, Some(&groups))
+        );
         // Length prefixes: moving a byte between fields changes the key.
         assert_ne!(
-            cache_key("t", &[0; 32], "ab", &vec!["c".to_string()], 60),
-            cache_key("t", &[0; 32], "a", &vec!["bc".to_string()], 60)
+            cache_key("t", &[0; 32], "ab", &vec!["c".to_string()], 60, None),
+            cache_key("t", &[0; 32], "a", &vec!["bc".to_string()], 60, None)
         );
     }
 

@@ -17,7 +17,7 @@ use base64::Engine as _;
 use serde::Deserialize;
 
 use super::split_url;
-use crate::jwt::MAX_CLOCK_SKEW_S;
+use crate::jwt::{ClaimPath, MAX_CLOCK_SKEW_S};
 
 /// Shortest cookie key, in bytes (HMAC-SHA256's block of entropy).
 pub const MIN_COOKIE_KEY_BYTES: usize = 32;
@@ -48,6 +48,8 @@ pub(crate) struct RawOauth2Config {
     timeout_ms: u64,
     #[serde(default = "default_ttl")]
     cache_ttl_s: u64,
+    #[serde(default)]
+    identity_claim: Option<String>,
 }
 
 fn default_logout_path() -> String {
@@ -96,6 +98,8 @@ pub struct Oauth2Config {
     /// `:authority` and `:path` of the discovery document.
     pub discovery_authority: String,
     pub discovery_path: String,
+    /// The claim (of bearer tokens and ID tokens) forwarded as the identity; `None`: `sub`.
+    pub identity_claim: Option<ClaimPath>,
 }
 
 impl std::fmt::Debug for Oauth2Config {
@@ -188,6 +192,8 @@ impl Oauth2Config {
         if !(10..=86_400).contains(&raw.cache_ttl_s) {
             return Err("`oauth2.cache_ttl_s` must be between 10 and 86400".into());
         }
+        let identity_claim = ClaimPath::parse_option(raw.identity_claim.as_deref())
+            .map_err(|e| format!("oauth2: {e}"))?;
         let issuer = raw.issuer.trim_end_matches('/').to_owned();
         let (authority, base) = split_url(&issuer).unwrap_or_default();
         let discovery_path = format!(
@@ -212,6 +218,7 @@ impl Oauth2Config {
             clock_skew_s: raw.clock_skew_s,
             timeout_ms: raw.timeout_ms,
             cache_ttl_s: raw.cache_ttl_s,
+            identity_claim,
         })
     }
 }

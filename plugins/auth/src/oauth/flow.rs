@@ -422,7 +422,7 @@ struct IdClaims {
 }
 
 /// Verifies an ID token (signature against `keys`, `iss`, `aud` = client id, `exp`/`nbf`) and,
-/// when `nonce` is given, its `nonce`; the `sub` and `exp`.
+/// when `nonce` is given, its `nonce`; the identity (`sub` or `identity_claim`) and `exp`.
 pub fn verify_id_token(
     cfg: &Oauth2Config,
     keys: &[VerifyKey],
@@ -435,6 +435,7 @@ pub fn verify_id_token(
         audiences: BTreeSet::from([cfg.client_id.clone()]),
         keys: KeySource::Inline(Vec::new()),
         clock_skew_s: cfg.clock_skew_s,
+        identity_claim: cfg.identity_claim.clone(),
     };
     let sub = jwt
         .verify_with(keys, token, now)
@@ -547,7 +548,7 @@ pub fn complete_refresh(
         Some(id_token) => {
             let (sub, exp) = verify_id_token(cfg, keys, id_token, now, None)?;
             if sub != session.sub {
-                return Err("the refreshed ID token names another subject".into());
+                return Err("the refreshed ID token names another identity".into());
             }
             exp
         }
@@ -590,7 +591,7 @@ pub fn refresh_failed(
 pub fn bearer_config(
     cfg: &Oauth2Config,
     disc: &Discovery,
-    api_keys: &[String],
+    api_keys: &[crate::config::ApiKey],
 ) -> crate::config::AuthConfig {
     crate::config::AuthConfig::Jwt {
         jwt: Box::new(JwtConfig {
@@ -598,6 +599,7 @@ pub fn bearer_config(
             audiences: cfg.audiences.clone(),
             keys: KeySource::Remote(disc.jwks_remote(cfg)),
             clock_skew_s: cfg.clock_skew_s,
+            identity_claim: cfg.identity_claim.clone(),
         }),
         api_keys: api_keys.to_vec(),
     }

@@ -9,16 +9,17 @@
 //! `cuda_gpu_kern_sum:base` and `:mangled`). `--name nvtx-name` (alone or with a variant,
 //! `nvtx-name:base`) prefixes each name with the innermost NVTX push/pop range around the CUDA
 //! API call that launched the kernel, as `<range>:<kernel>` (`nsight_recipe_sdk::enclosing`;
-//! NVIDIA's `:nvtx-name`). Rows are read with name ids and grouped by them;
-//! the names are read once per distinct id (`string_values`). The statistics and their order come from
+//! NVIDIA's `:nvtx-name`). Rows are read in columnar batches (`query_columns`: durations and
+//! name ids as whole `Vec<i64>`s) and grouped by name id; the names are read once per distinct
+//! id (`string_values`). The statistics and their order come from
 //! `nsight-recipe-sdk` (docs/recipes.md).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{hash_map::Entry, BTreeSet, HashMap};
 
 use nsight_recipe_sdk::{
     enclosing::{LaunchCalls, PushPopRanges},
-    string_values, summary_table, time_window, Args, Group, Output, Report, Schema, SummarySpec,
-    Value, Window, FILTER_ARGS, STATS_ARGUMENTS,
+    string_values, summary_table, time_window, Args, FastMap, Group, Output, Report, Schema,
+    SummarySpec, Window, FILTER_ARGS, STATS_ARGUMENTS,
 };
 
 nsight_recipe_sdk::recipe_component!(KernSum);
@@ -167,11 +168,31 @@ impl Prefixes {
     }
 
     /// The range text around the launch of the kernel with these ids, if any.
-    fn of(&self, global_pid: &Value, correlation_id: &Value) -> Option<&str> {
-        let call = self
-            .calls
-            .get(global_pid.as_int()?, correlation_id.as_int()?)?;
+    fn of(&self, global_pid: i64, correlation_id: i64) -> Option<&str> {
+        let call = self.calls.get(global_pid, correlation_id)?;
         self.ranges.innermost(call)
+    }
+}
+
+/// A kernel's group before names are looked up: (chosen name id, demangled name id, NVTX range).
+type Key<'p> = (Option<i64>, Option<i64>, Option<&'p str>);
+
+/// Durations grouped by [`Key`], in order of first appearance.
+#[derive(Default)]
+struct IdGroups<'p> {
+    index: FastMap<Key<'p>, usize>,
+    keys: Vec<Key<'p>>,
+    durations: Vec<Vec<i64>>,
+}
+
+impl<'p> IdGroups<'p> {
+    /// The index of `key`'s group, added if new.
+    fn of(&mut self, key: Key<'p>) -> usize {
+        *self.index.entry(key).or_insert_with(|| {
+            self.keys.push(key);
+            self.durations.push(Vec::new());
+            self.keys.len() - 1
+        })
     }
 }
 
@@ -183,55 +204,89 @@ fn kernels(
     window: &Window,
     out: &mut Output,
 ) -> Result<Vec<Group>, String> {
-    let name_id = match name_column {
-        Some(c) if columns.iter().any(|have| have == c) => format!("k.{c}"),
+    // Rows carry name ids only (the chosen column's only when it is not the demangled one);
+    // the names are read once per distinct id afterwards. Read in columnar batches.
+    let mut select = vec!["k.end - k.start".to_owned(), "k.demangledName".to_owned()];
+    let name_at = match name_column {
+        Some(c) if columns.iter().any(|have| have == c) => {
+            select.push(format!("k.{c}"));
+            Some(select.len() - 1)
+        }
         Some(c) => {
             out.note(format!(
                 "column {TABLE}.{c} not in this report (older export); kernels are named by \
                  their demangled names"
             ));
-            "NULL".to_owned()
+            None
         }
-        None => "NULL".to_owned(),
+        None => None,
     };
-    let launch = if prefixes.is_some() {
-        "k.globalPid, k.correlationId"
-    } else {
-        "NULL, NULL"
-    };
-    // Rows carry name ids only (the chosen column's only when it is not the demangled one);
-    // the names are read once per distinct id afterwards.
+    let launch_at = prefixes.map(|_| {
+        select.push("k.globalPid".into());
+        select.push("k.correlationId".into());
+        select.len() - 2
+    });
     let sql = format!(
-        "SELECT k.end - k.start, k.demangledName, {name_id}, {launch} FROM {TABLE} AS k WHERE {}",
+        "SELECT {} FROM {TABLE} AS k WHERE {}",
+        select.join(", "),
         window.sql("k")
     );
-    type Key<'p> = (Option<i64>, Option<i64>, Option<&'p str>);
-    let mut by_ids: HashMap<Key<'_>, Vec<i64>> = HashMap::new();
+    let mut groups = IdGroups::default();
     let mut incomplete = 0u64;
-    report.query(&sql, &[], &mut |row| {
-        match row {
-            [Value::Int(duration), demangled, name, pid, correlation] => by_ids
-                .entry((
-                    name.as_int(),
-                    demangled.as_int(),
-                    prefixes.and_then(|p| p.of(pid, correlation)),
-                ))
-                .or_default()
-                .push(*duration),
-            _ => incomplete += 1,
+    report.query_columns(&sql, &[], &mut |columns| {
+        let (durations, demangled) = (&columns[0], &columns[1]);
+        if let (Some(d), Some(ids), None, None) = (
+            durations.all_ints(),
+            demangled.all_ints(),
+            name_at,
+            launch_at,
+        ) {
+            // The common case: every row complete, grouped by the demangled name id alone.
+            let mut last: Option<(i64, usize)> = None;
+            for (&duration, &id) in d.iter().zip(ids) {
+                let g = match last {
+                    Some((l, g)) if l == id => g,
+                    _ => {
+                        let g = groups.of((None, Some(id), None));
+                        last = Some((id, g));
+                        g
+                    }
+                };
+                groups.durations[g].push(duration);
+            }
+            return Ok(());
+        }
+        let none = || Box::new(std::iter::repeat(None)) as Box<dyn Iterator<Item = Option<i64>>>;
+        let names = name_at.map_or_else(none, |i| columns[i].ints());
+        let pids = launch_at.map_or_else(none, |i| columns[i].ints());
+        let correlations = launch_at.map_or_else(none, |i| columns[i + 1].ints());
+        let rows = durations
+            .ints()
+            .zip(demangled.ints())
+            .zip(names)
+            .zip(pids.zip(correlations));
+        for (((duration, demangled), name), (pid, correlation)) in rows {
+            let Some(duration) = duration else {
+                incomplete += 1;
+                continue;
+            };
+            let range = prefixes.and_then(|p| p.of(pid?, correlation?));
+            let g = groups.of((name, demangled, range));
+            groups.durations[g].push(duration);
         }
         Ok(())
     })?;
-    let ids: BTreeSet<i64> = by_ids
-        .keys()
+    let ids: BTreeSet<i64> = groups
+        .keys
+        .iter()
         .flat_map(|(n, d, _)| n.iter().chain(d.iter()).copied())
         .collect();
     let strings = string_values(report, &ids)?;
     let lookup = |id: Option<i64>| id.and_then(|i| strings.get(&i));
     // The chosen name, else the demangled one, else empty (as a LEFT JOIN and coalesce),
     // after the NVTX range's text and a colon when there is one.
-    let mut groups: HashMap<String, Vec<i64>> = HashMap::new();
-    for ((name, demangled, range), durations) in by_ids {
+    let mut by_label: HashMap<String, Vec<i64>> = HashMap::new();
+    for ((name, demangled, range), durations) in groups.keys.into_iter().zip(groups.durations) {
         let label = lookup(name)
             .or_else(|| lookup(demangled))
             .cloned()
@@ -240,14 +295,19 @@ fn kernels(
             Some(r) => format!("{r}:{label}"),
             None => label,
         };
-        groups.entry(label).or_default().extend(durations);
+        match by_label.entry(label) {
+            Entry::Vacant(e) => {
+                e.insert(durations);
+            }
+            Entry::Occupied(mut e) => e.get_mut().extend(durations),
+        }
     }
     if incomplete > 0 {
         out.note(format!(
             "{incomplete} kernels have no start or end and are left out"
         ));
     }
-    Ok(groups
+    Ok(by_label
         .into_iter()
         .map(|(name, durations)| Group {
             labels: vec![name],

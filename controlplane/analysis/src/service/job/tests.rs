@@ -21,8 +21,9 @@ fn request(args: &[&str]) -> JobRequest {
     JobRequest {
         recipe: "cuda_gpu_kern_sum".into(),
         args: args.iter().map(|s| s.to_string()).collect(),
-        session: "0f1e-22".into(),
+        session: Some("0f1e-22".into()),
         collection: None,
+        inputs: None,
         tag: None,
     }
 }
@@ -66,7 +67,7 @@ fn bad_arguments_say_what_is_accepted() {
 #[test]
 fn ids_must_be_key_components() {
     let mut r = request(&[]);
-    r.session = "../etc".into();
+    r.session = Some("../etc".into());
     let err = r.validate(&info()).unwrap_err().to_string();
     assert!(err.contains("`session` `../etc`"), "{err}");
     let mut r = request(&[]);
@@ -75,6 +76,55 @@ fn ids_must_be_key_components() {
     let mut r = request(&[]);
     r.tag = Some(String::new());
     assert!(r.validate(&info()).is_err());
+}
+
+#[test]
+fn several_inputs_or_one_session_not_both() {
+    let input = |s: &str, c: Option<&str>| JobInput {
+        session: s.into(),
+        collection: c.map(Into::into),
+    };
+    let mut r = request(&[]);
+    (r.session, r.inputs) = (None, Some(vec![input("s1", Some("2")), input("s2", None)]));
+    let spec = r.validate(&info()).unwrap();
+    assert_eq!(
+        (spec.session.as_str(), spec.collection.as_deref()),
+        ("s1", Some("2"))
+    );
+    let j = Job::new(Uuid::nil(), spec, 1);
+    assert_eq!(j.scopes(), [input("s1", Some("2")), input("s2", None)]);
+    // The single form is one input.
+    assert_eq!(job().scopes(), [input("0f1e-22", None)]);
+    for (session, collection, inputs, want) in [
+        (Some("s"), None, Some(vec![input("s2", None)]), "not both"),
+        (None, None, Some(vec![]), "`inputs` has 0 entries"),
+        (None, Some("1"), None, "`collection` needs a `session`"),
+        (None, None, None, "no reports named"),
+        (
+            None,
+            None,
+            Some(vec![input("a/b", None)]),
+            "`session` `a/b`",
+        ),
+        (
+            None,
+            None,
+            Some(vec![input("s", Some(".."))]),
+            "`collection` `..`",
+        ),
+    ] {
+        let mut r = request(&[]);
+        r.session = session.map(Into::into);
+        r.collection = collection.map(Into::into);
+        r.inputs = inputs;
+        let err = r.validate(&info()).unwrap_err().to_string();
+        assert!(err.contains(want), "{err}");
+    }
+    // Records from before `inputs` still read, as their session.
+    let mut v = serde_json::to_value(job()).unwrap();
+    v.as_object_mut().unwrap().remove("inputs");
+    let old: Job = serde_json::from_value(v).unwrap();
+    assert_eq!(old.scopes(), [input("0f1e-22", None)]);
 }
 
 #[test]
