@@ -280,6 +280,26 @@ fn check_export(local: &Path, key: &str) -> Result<(), RunError> {
     }
 }
 
+/// A recipe host error as the job's: cancelled, or the recipe's failure on `key`.
+fn host_error(e: RecipeHostError, key: String) -> RunError {
+    match e {
+        RecipeHostError::Cancelled => RunError::Cancelled,
+        e => RunError::Recipe {
+            key,
+            reason: error_chain(&e),
+        },
+    }
+}
+
+/// Runs a recipe host call on a blocking thread.
+async fn on_blocking_thread(
+    work: impl FnOnce() -> Result<RecipeOutput, RunError> + Send + 'static,
+) -> Result<RecipeOutput, RunError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| RunError::Internal(format!("the recipe thread failed: {e}")))?
+}
+
 /// Runs a multi-recipe over every report of the job (checked to be exports first), on a
 /// blocking thread: one result, its tables named `<table>.csv`.
 async fn run_many(
@@ -297,23 +317,16 @@ async fn run_many(
     let inner = Arc::clone(&svc.0);
     let component = Arc::clone(&recipe.component);
     let (locals, pairs, cancel, k) = (locals.to_vec(), pairs.to_vec(), cancel.clone(), key.clone());
-    let output: RecipeOutput = tokio::task::spawn_blocking(move || {
+    let output: RecipeOutput = on_blocking_thread(move || {
         for (local, key) in &locals {
             check_export(local, key)?;
         }
         inner
             .host
             .run_labelled_cancellable(&component, &locals, &pairs, &cancel)
-            .map_err(|e| match e {
-                RecipeHostError::Cancelled => RunError::Cancelled,
-                e => RunError::Recipe {
-                    key: k,
-                    reason: error_chain(&e),
-                },
-            })
+            .map_err(|e| host_error(e, k))
     })
-    .await
-    .map_err(|e| RunError::Internal(format!("the recipe thread failed: {e}")))??;
+    .await?;
     let tables = output
         .tables
         .into_iter()
@@ -347,21 +360,14 @@ async fn run_one(
         cancel.clone(),
         key.clone(),
     );
-    let output = tokio::task::spawn_blocking(move || {
+    let output = on_blocking_thread(move || {
         check_export(&local, &k)?;
         inner
             .host
             .run_cancellable(&component, &local, &pairs, &cancel)
-            .map_err(|e| match e {
-                RecipeHostError::Cancelled => RunError::Cancelled,
-                e => RunError::Recipe {
-                    key: k,
-                    reason: error_chain(&e),
-                },
-            })
+            .map_err(|e| host_error(e, k))
     })
-    .await
-    .map_err(|e| RunError::Internal(format!("the recipe thread failed: {e}")))??;
+    .await?;
     let tables = output
         .tables
         .into_iter()
