@@ -23,16 +23,15 @@ use k8s_openapi::api::{
     core::v1::{ConfigMap, Secret, Service, ServiceAccount},
     rbac::v1::{Role, RoleBinding},
 };
-use kube::{
-    runtime::{reflector::ObjectRef, watcher, Controller},
-    Api, Client, ResourceExt,
-};
+use kube::{runtime::Controller, Api, Client, ResourceExt};
 use nsight_api::{
     common::CONDITION_READY, NsightCloudStorageConfig, NsightOtelCollector, NsightStatus,
     NsightStreamer, NsightTenantOperator, OTLPProxyConfig,
 };
 
-use super::{api, apply::Applied, bucket, owned_config, run, Context, Error, Managed};
+use super::{
+    api, apply::Applied, bucket, owned_config, run, watch_referrers, Context, Error, Managed,
+};
 use crate::{
     conditions::{self, Cond},
     render::{
@@ -303,22 +302,9 @@ impl Managed for OTLPProxyConfig {
         client: &Client,
         namespace: Option<&str>,
     ) -> Controller<Self> {
-        let proxies = controller.store();
-        controller.watches(
-            api::<NsightOtelCollector>(client, namespace),
-            watcher::Config::default(),
-            move |collector: NsightOtelCollector| {
-                let (ns, name) = (collector.namespace(), collector.name_any());
-                proxies
-                    .state()
-                    .into_iter()
-                    .filter(|p| {
-                        p.namespace() == ns && p.spec.collector_ref.as_deref() == Some(&name)
-                    })
-                    .map(|p| ObjectRef::from_obj(&*p))
-                    .collect::<Vec<_>>()
-            },
-        )
+        watch_referrers::<Self, NsightOtelCollector>(controller, client, namespace, |p| {
+            p.spec.collector_ref.as_deref()
+        })
     }
 }
 
@@ -345,22 +331,9 @@ impl Managed for NsightStreamer {
         client: &Client,
         namespace: Option<&str>,
     ) -> Controller<Self> {
-        let streamers = controller.store();
-        controller.watches(
-            api::<NsightCloudStorageConfig>(client, namespace),
-            watcher::Config::default(),
-            move |storage: NsightCloudStorageConfig| {
-                let (ns, name) = (storage.namespace(), storage.name_any());
-                streamers
-                    .state()
-                    .into_iter()
-                    .filter(|s| {
-                        s.namespace() == ns && s.spec.cloud_storage_ref.as_deref() == Some(&name)
-                    })
-                    .map(|s| ObjectRef::from_obj(&*s))
-                    .collect::<Vec<_>>()
-            },
-        )
+        watch_referrers::<Self, NsightCloudStorageConfig>(controller, client, namespace, |s| {
+            s.spec.cloud_storage_ref.as_deref()
+        })
     }
 }
 

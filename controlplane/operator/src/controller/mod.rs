@@ -328,22 +328,9 @@ impl Managed for NsightAnalysis {
         client: &Client,
         namespace: Option<&str>,
     ) -> Controller<Self> {
-        let analyses = controller.store();
-        controller.watches(
-            api::<NsightCloudStorageConfig>(client, namespace),
-            watcher::Config::default(),
-            move |storage: NsightCloudStorageConfig| {
-                let (ns, name) = (storage.namespace(), storage.name_any());
-                analyses
-                    .state()
-                    .into_iter()
-                    .filter(|a| {
-                        a.namespace() == ns && a.spec.cloud_storage_ref.as_deref() == Some(&name)
-                    })
-                    .map(|a| ObjectRef::from_obj(&*a))
-                    .collect::<Vec<_>>()
-            },
-        )
+        watch_referrers::<Self, NsightCloudStorageConfig>(controller, client, namespace, |a| {
+            a.spec.cloud_storage_ref.as_deref()
+        })
     }
 }
 
@@ -491,6 +478,40 @@ pub(crate) fn owned_config<K: Managed>() -> watcher::Config {
 }
 
 /// Where the controllers watch: every namespace, or one.
+/// `controller` re-reconciles its objects whose `reference` names an `R` of their namespace
+/// when that `R` appears, changes or goes.
+pub(crate) fn watch_referrers<K, R>(
+    controller: Controller<K>,
+    client: &Client,
+    namespace: Option<&str>,
+    reference: fn(&K) -> Option<&str>,
+) -> Controller<K>
+where
+    K: Managed,
+    R: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + Debug
+        + DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let referrers = controller.store();
+    controller.watches(
+        api::<R>(client, namespace),
+        watcher::Config::default(),
+        move |referenced: R| {
+            let (ns, name) = (referenced.namespace(), referenced.name_any());
+            referrers
+                .state()
+                .into_iter()
+                .filter(|k| k.namespace() == ns && reference(k) == Some(name.as_str()))
+                .map(|k| ObjectRef::from_obj(&*k))
+                .collect::<Vec<_>>()
+        },
+    )
+}
+
 pub(crate) fn api<T>(client: &Client, namespace: Option<&str>) -> Api<T>
 where
     T: Resource<DynamicType = (), Scope = NamespaceResourceScope>,
