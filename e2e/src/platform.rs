@@ -1,5 +1,6 @@
 //! Our own servers as real processes for end-to-end tests: the coordinator (with a state dir
-//! that survives a restart) and the simulated agents of the agent crate's test harness.
+//! that survives a restart), the analysis service and the simulated agents of the agent crate's
+//! test harness.
 
 use std::{
     net::SocketAddr,
@@ -105,6 +106,51 @@ impl CoordinatorProcess {
     pub fn kill9(mut self) -> (SocketAddr, SocketAddr, PathBuf) {
         self.process.kill();
         (self.http, self.grpc, self.state_dir.clone())
+    }
+}
+
+/// An analysis service (`nsight-analysis`) over a local directory store, with the built
+/// recipes; up once `/healthz` answers.
+#[derive(Debug)]
+pub struct AnalysisProcess {
+    pub http: SocketAddr,
+    pub process: Running,
+}
+
+impl AnalysisProcess {
+    /// Starts `program` on `port` with reports in `store`, `state` as its state directory
+    /// (none: memory only) and `extra` arguments; the log goes to `log`.
+    pub fn start(
+        program: &Path,
+        port: u16,
+        (store, state): (&Path, Option<&Path>),
+        extra: &[&str],
+        log: &Path,
+    ) -> Self {
+        let http: SocketAddr = ([127, 0, 0, 1], port).into();
+        let mut cmd = Command::new(program);
+        cmd.arg("--http")
+            .arg(http.to_string())
+            .arg("--recipes-dir")
+            .arg(crate::wasm_artifact("recipes"))
+            .arg("--storage-dir")
+            .arg(store)
+            .args(extra);
+        if let Some(state) = state {
+            cmd.arg("--state-dir").arg(state);
+        }
+        let mut process = Running::spawn("nsight-analysis", cmd, log);
+        let up = wait_for(Duration::from_secs(60), || {
+            http::get(http, "/healthz", &[])
+                .ok()
+                .filter(|r| r.status == 200)
+        });
+        assert!(
+            up.is_some() && process.is_running(),
+            "nsight-analysis did not come up: {}",
+            process.log()
+        );
+        Self { http, process }
     }
 }
 

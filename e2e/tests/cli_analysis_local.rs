@@ -16,14 +16,7 @@ use std::{
     process::Command,
 };
 
-use nsight_e2e::{bin, cli::Cli, required_path, wasm_artifact, TempDir};
-
-fn testdata(rel: &str) -> PathBuf {
-    std::env::var_os("NSIGHT_TESTDATA_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/testdata/nsys"))
-        .join(rel)
-}
+use nsight_e2e::{bin, cli::Cli, required_path, testdata, wasm_artifact, TempDir};
 
 fn recipes_dir() -> PathBuf {
     wasm_artifact("recipes/cuda_gpu_kern_sum.wasm")

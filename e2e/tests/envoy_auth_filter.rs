@@ -24,9 +24,17 @@ fn envoy_config(listen: u16, admin: u16, filter: &Path, filter_config: &str) -> 
     )
 }
 
-fn start_envoy(dir: &TempDir, filter_config: &str) -> (Running, SocketAddr, SocketAddr) {
+/// The full module (every mode) and the lean one (no response-headers hook) the gateway loads
+/// for the modes that never touch the response (`AuthFilter::module_path`).
+const MODULES: [&str; 2] = ["nsight_auth_filter.wasm", "nsight_auth_filter_lean.wasm"];
+
+fn start_envoy(
+    dir: &TempDir,
+    module: &str,
+    filter_config: &str,
+) -> (Running, SocketAddr, SocketAddr) {
     let (listen, admin) = (free_port(), free_port());
-    let filter = wasm_artifact("nsight_auth_filter.wasm");
+    let filter = wasm_artifact(module);
     let config = dir.path().join("envoy.yaml");
     std::fs::write(&config, envoy_config(listen, admin, &filter, filter_config)).unwrap();
     let mut cmd = Command::new(envoy_bin());
@@ -41,9 +49,15 @@ fn start_envoy(dir: &TempDir, filter_config: &str) -> (Running, SocketAddr, Sock
 
 #[test]
 fn api_key_filter_in_real_envoy_denies_and_allows() {
+    for module in MODULES {
+        api_key_denies_and_allows(module);
+    }
+}
+
+fn api_key_denies_and_allows(module: &str) {
     let dir = TempDir::new("envoy-auth");
     let config = format!(r#"{{"mode":"api-key","api_keys":["{KEY}"]}}"#);
-    let (envoy, listen, _admin) = start_envoy(&dir, &config);
+    let (envoy, listen, _admin) = start_envoy(&dir, module, &config);
     assert!(
         wait_for_tcp(listen, Duration::from_secs(20)),
         "envoy did not listen; log:\n{}",
@@ -51,7 +65,10 @@ fn api_key_filter_in_real_envoy_denies_and_allows() {
     );
 
     let none = http::get(listen, "/", &[]).unwrap();
-    assert_eq!(none.status, 401, "no key must be refused: {none:?}");
+    assert_eq!(
+        none.status, 401,
+        "{module}: no key must be refused: {none:?}"
+    );
     assert!(
         none.body.contains("missing Authorization header"),
         "{none:?}"
@@ -71,12 +88,12 @@ fn api_key_filter_in_real_envoy_denies_and_allows() {
         &[("Authorization", "Bearer not-the-key-000000000")],
     )
     .unwrap();
-    assert_eq!(wrong.status, 401, "{wrong:?}");
+    assert_eq!(wrong.status, 401, "{module}: {wrong:?}");
     assert!(wrong.body.contains("invalid API key"));
 
     let bearer = format!("Bearer {KEY}");
     let right = http::get(listen, "/", &[("Authorization", &bearer)]).unwrap();
-    assert_eq!(right.status, 200, "{right:?}");
+    assert_eq!(right.status, 200, "{module}: {right:?}");
     assert_eq!(right.body, "hello from behind the gateway");
     // The filter never logs the key it was given.
     assert!(
@@ -88,8 +105,11 @@ fn api_key_filter_in_real_envoy_denies_and_allows() {
 #[test]
 fn envoy_refuses_a_filter_configuration_the_filter_rejects() {
     let dir = TempDir::new("envoy-auth-bad");
-    let (mut envoy, listen, _admin) =
-        start_envoy(&dir, r#"{"mode":"api-key","api_keys":["short"]}"#);
+    let (mut envoy, listen, _admin) = start_envoy(
+        &dir,
+        "nsight_auth_filter_lean.wasm",
+        r#"{"mode":"api-key","api_keys":["short"]}"#,
+    );
     // Static configuration: a filter that refuses to configure makes Envoy refuse to start.
     let status = envoy.wait_exit(Duration::from_secs(20));
     let log = envoy.log();
@@ -148,7 +168,7 @@ fn exports(artifact: &str) -> Vec<String> {
 }
 
 /// `cargo xtask build-wasm` unexports the hooks a filter does not implement, so Envoy never
-/// enters the VM for them (xtask/src/wasm_exports.rs). The hooks below are exactly what each
+/// enters the VM for them (xtask/tasks/src/wasm_exports.rs). The hooks below are exactly what each
 /// filter needs; the e2e tests of both filters (API key, JWT, OAuth2, routing) prove that Envoy
 /// accepts the modules and that they still work.
 #[test]
@@ -172,23 +192,30 @@ fn filters_export_only_the_hooks_they_implement() {
         v.sort();
         v
     };
-    let mut auth = exports("nsight_auth_filter.wasm");
-    auth.sort();
-    assert_eq!(
-        auth,
-        expect(&[
-            "proxy_on_http_call_response",
-            "proxy_on_request_headers",
-            "proxy_on_response_headers",
-            "proxy_on_tick",
-        ]),
-        "run `cargo xtask build-wasm`"
-    );
-    let mut routing = exports("nsight_routing_filter.wasm");
-    routing.sort();
-    assert_eq!(
-        routing,
-        expect(&["proxy_on_request_headers"]),
-        "run `cargo xtask build-wasm`"
-    );
+    let modules: [(&str, &[&str]); 3] = [
+        (
+            "nsight_auth_filter.wasm",
+            &[
+                "proxy_on_http_call_response",
+                "proxy_on_request_headers",
+                "proxy_on_response_headers",
+                "proxy_on_tick",
+            ],
+        ),
+        // The lean module: the same, less the response-headers hook.
+        (
+            "nsight_auth_filter_lean.wasm",
+            &[
+                "proxy_on_http_call_response",
+                "proxy_on_request_headers",
+                "proxy_on_tick",
+            ],
+        ),
+        ("nsight_routing_filter.wasm", &["proxy_on_request_headers"]),
+    ];
+    for (module, hooks) in modules {
+        let mut got = exports(module);
+        got.sort();
+        assert_eq!(got, expect(hooks), "{module}: run `cargo xtask build-wasm`");
+    }
 }

@@ -115,7 +115,8 @@ fn envoy_config(
 fn start_envoy(dir: &TempDir, config: &str) -> (Running, SocketAddr) {
     let (listen, admin) = (free_port(), free_port());
     let path = dir.path().join("envoy.yaml");
-    let filter = wasm_artifact("nsight_auth_filter.wasm");
+    // The module the gateway loads for JWT mode (no response-headers hook).
+    let filter = wasm_artifact("nsight_auth_filter_lean.wasm");
     std::fs::write(
         &path,
         envoy_config(listen, admin, identity_echo(), &filter, config),
@@ -307,6 +308,7 @@ fn envoy_refuses_a_jwt_configuration_the_filter_rejects() {
 fn jwt_filter_over_xds_passes_tokens_and_a_bad_config_is_nacked() {
     let keys = Keys::new();
     let wasm = wasm_artifact("nsight_auth_filter.wasm");
+    let lean = wasm_artifact("nsight_auth_filter_lean.wasm");
     let port = free_port();
     let node = node_id::gateway("test", "jwt");
     let gw = LocalGateway::start(&node, AdsFlavor::Delta);
@@ -316,6 +318,8 @@ fn jwt_filter_over_xds_passes_tokens_and_a_bad_config_is_nacked() {
             .coordinator(named_upstream("coordinator"))
             .auth(AuthFilter {
                 wasm_path: wasm.clone(),
+                // JWT mode: the gateway loads the lean module (no response-headers hook).
+                lean_wasm_path: Some(lean.clone()),
                 config_json: config,
             })
             .build()

@@ -3,7 +3,8 @@
 //! reaches its upstream with `/t/<namespace>` stripped, another tenant's namespace is 403, an
 //! unknown one 404, and a routing table the filter refuses is NACKed while the last good one
 //! keeps serving. API keys bound to a tenant reach that tenant only (403 elsewhere), a key
-//! bound to none reaches no tenant.
+//! bound to none reaches no tenant. A third tenant has one cluster per backend (`routes`, as
+//! the operator renders them): the forwarded path picks the cluster.
 
 #![allow(clippy::unwrap_used, clippy::panic, reason = "tests")]
 
@@ -48,11 +49,22 @@ fn tenants() -> Vec<Tenant> {
             namespace: "team-a".into(),
             upstream: "tenant-a".into(),
             identities: vec!["alice".into()],
+            ..Tenant::default()
         },
         Tenant {
             namespace: "team-b".into(),
             upstream: "tenant-b".into(),
             identities: vec!["bob".into()],
+            ..Tenant::default()
+        },
+        Tenant {
+            namespace: "team-c".into(),
+            routes: vec![
+                ("/coordinator/".into(), "tenant-c-coordinator".into()),
+                ("/analysis/".into(), "tenant-c-analysis".into()),
+            ],
+            identities: vec!["alice".into()],
+            ..Tenant::default()
         },
     ]
 }
@@ -76,8 +88,13 @@ fn problem(r: &http::Response, status: u16, detail: &str) {
 fn tenants_reach_their_own_upstream_only() {
     let keys = TestKeys::new();
     let auth_wasm = wasm_artifact("nsight_auth_filter.wasm");
+    let auth_lean = wasm_artifact("nsight_auth_filter_lean.wasm");
     let routing_wasm = wasm_artifact("nsight_routing_filter.wasm");
     let (a, b) = (named_upstream("tenant-a"), named_upstream("tenant-b"));
+    let c_backends = [
+        named_upstream("tenant-c-coordinator"),
+        named_upstream("tenant-c-analysis"),
+    ];
     let port = free_port();
     let storage_port = free_port();
     let coordinator = named_upstream("coordinator");
@@ -92,6 +109,8 @@ fn tenants_reach_their_own_upstream_only() {
             .coordinator(coordinator)
             .auth(AuthFilter {
                 wasm_path: auth_wasm.clone(),
+                // JWT mode: the gateway loads the lean module (no response-headers hook).
+                lean_wasm_path: Some(auth_lean.clone()),
                 config_json: auth_config.clone(),
             })
             .build()
@@ -100,6 +119,13 @@ fn tenants_reach_their_own_upstream_only() {
             .push(Upstream::new("tenant-a", "127.0.0.1", a.port()));
         ir.upstreams
             .push(Upstream::new("tenant-b", "127.0.0.1", b.port()));
+        for (name, up) in ["tenant-c-coordinator", "tenant-c-analysis"]
+            .into_iter()
+            .zip(&c_backends)
+        {
+            ir.upstreams
+                .push(Upstream::new(name, "127.0.0.1", up.port()));
+        }
         ir.listener_mut("gateway").unwrap().routing = Some(routing);
         ir
     };
@@ -125,6 +151,25 @@ fn tenants_reach_their_own_upstream_only() {
     assert_eq!(ok.body, "tenant-a /api/x?y=1");
     assert_eq!(get("/t/team-a", &alice, &[]).body, "tenant-a /");
     assert_eq!(get("/t/team-b/y", &bob, &[]).body, "tenant-b /y");
+    // One cluster per backend: the path after the tenant prefix picks it.
+    assert_eq!(
+        get("/t/team-c/coordinator/v1/s", &alice, &[]).body,
+        "tenant-c-coordinator /coordinator/v1/s"
+    );
+    assert_eq!(
+        get("/t/team-c/analysis/v1/j?x=1", &alice, &[]).body,
+        "tenant-c-analysis /analysis/v1/j?x=1"
+    );
+    problem(
+        &get("/t/team-c/other", &alice, &[]),
+        404,
+        "tenant \"team-c\" has no backend at \"/other\"",
+    );
+    problem(
+        &get("/t/team-c/coordinator/v1/s", &bob, &[]),
+        403,
+        "identity \"bob\" may not access tenant \"team-c\"",
+    );
 
     // Cross-tenant: 403, never forwarded.
     let cross = get("/t/team-b/y", &alice, &[]);

@@ -34,18 +34,12 @@ use nsight_operator::{
 };
 use serde_json::{json, Value};
 
+#[path = "support/kube_client.rs"]
+mod kube_client;
+use kube_client::client;
+
 const NS: &str = "research";
 const WAIT: Duration = Duration::from_secs(40);
-
-fn client(kube: &Kube, rt: &tokio::runtime::Runtime) -> ::kube::Client {
-    let kubeconfig = ::kube::config::Kubeconfig::read_from(kube.kubeconfig()).unwrap();
-    rt.block_on(async {
-        let config = ::kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-            .await
-            .unwrap();
-        ::kube::Client::try_from(config).unwrap()
-    })
-}
 
 fn cluster() -> Kube {
     let kube = Kube::start();
@@ -102,7 +96,7 @@ fn the_managed_servers_bucket_is_created_once_it_is_ready() {
         namespace: Some(NS.into()),
     };
     rt.spawn(manager::run(
-        client(&kube, &rt),
+        client(&rt, &kube),
         config,
         Health::default(),
         None,
@@ -203,7 +197,7 @@ fn a_deleted_gateways_snapshot_is_removed() {
         namespace: Some(NS.into()),
     };
     rt.spawn(manager::run_with_xds(
-        client(&kube, &rt),
+        client(&rt, &kube),
         config,
         Health::default(),
         None,

@@ -20,6 +20,10 @@ use nsight_operator::{
 };
 use serde_json::{json, Value};
 
+#[path = "support/kube_client.rs"]
+mod kube_client;
+use kube_client::client;
+
 const NS: &str = "research";
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -33,17 +37,6 @@ fn core(plural: &str, name: &str) -> String {
 
 fn deployment(name: &str) -> String {
     format!("/apis/apps/v1/namespaces/{NS}/deployments/{name}")
-}
-
-/// A kube-rs client for the test server (through the harness's kubeconfig).
-fn client(rt: &tokio::runtime::Runtime, kube: &Kube) -> ::kube::Client {
-    let kubeconfig = ::kube::config::Kubeconfig::read_from(kube.kubeconfig()).unwrap();
-    rt.block_on(async {
-        let config = ::kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-            .await
-            .unwrap();
-        ::kube::Client::try_from(config).unwrap()
-    })
 }
 
 fn settings() -> RenderSettings {

@@ -26,6 +26,10 @@ use nsight_operator::{
 };
 use serde_json::{json, Value};
 
+#[path = "support/kube_client.rs"]
+mod kube_client;
+use kube_client::client;
+
 const NS: &str = "research";
 const WAIT: Duration = Duration::from_secs(40);
 
@@ -63,22 +67,12 @@ fn start(kube: &Kube, rt: &tokio::runtime::Runtime) -> Health {
     }
     let health = Health::default();
     rt.spawn(manager::run(
-        client(kube, rt),
+        client(rt, kube),
         config(),
         health.clone(),
         None,
     ));
     health
-}
-
-fn client(kube: &Kube, rt: &tokio::runtime::Runtime) -> ::kube::Client {
-    let kubeconfig = ::kube::config::Kubeconfig::read_from(kube.kubeconfig()).unwrap();
-    rt.block_on(async {
-        let config = ::kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-            .await
-            .unwrap();
-        ::kube::Client::try_from(config).unwrap()
-    })
 }
 
 fn config() -> manager::Config {
@@ -539,7 +533,7 @@ fn machine_config_is_one_cluster_wide_daemonset_and_null_deletes_it() {
         namespace: OPERATOR_NS.into(),
     };
     let leader = rt.spawn(manager::run_with_machine(
-        client(&kube, &rt),
+        client(&rt, &kube),
         config(),
         Health::default(),
         None,
@@ -587,7 +581,7 @@ fn machine_config_is_one_cluster_wide_daemonset_and_null_deletes_it() {
     // The manager restarted with `machineConfig: null` (`helm upgrade`): the DaemonSet is deleted.
     leader.abort();
     rt.spawn(manager::run_with_machine(
-        client(&kube, &rt),
+        client(&rt, &kube),
         config(),
         Health::default(),
         None,

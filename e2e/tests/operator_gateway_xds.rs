@@ -30,20 +30,14 @@ use nsight_operator::{
 };
 use serde_json::{json, Value};
 
+#[path = "support/kube_client.rs"]
+mod kube_client;
+use kube_client::client;
+
 const NS: &str = "gw-e2e";
 const WAIT: Duration = Duration::from_secs(30);
 const KEY1: &str = "first-key-0123456789-test-only";
 const KEY2: &str = "second-key-0123456789-test-only";
-
-fn client(rt: &tokio::runtime::Runtime, kube: &Kube) -> ::kube::Client {
-    let kubeconfig = ::kube::config::Kubeconfig::read_from(kube.kubeconfig()).unwrap();
-    rt.block_on(async {
-        let config = ::kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-            .await
-            .unwrap();
-        ::kube::Client::try_from(config).unwrap()
-    })
-}
 
 fn condition(cr: &Value, type_: &str) -> Option<Value> {
     cr["status"]["conditions"]

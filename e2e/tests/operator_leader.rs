@@ -18,20 +18,14 @@ use nsight_operator::{
 };
 use serde_json::json;
 
+#[path = "support/kube_client.rs"]
+mod kube_client;
+use kube_client::client;
+
 const LEASE_NS: &str = "nsight-operator";
 const LEASE: &str =
     "/apis/coordination.k8s.io/v1/namespaces/nsight-operator/leases/nsight-operator-leader";
 const LEASE_SECS: u64 = 3;
-
-fn client(rt: &tokio::runtime::Runtime, kube: &Kube) -> ::kube::Client {
-    let kubeconfig = ::kube::config::Kubeconfig::read_from(kube.kubeconfig()).unwrap();
-    rt.block_on(async {
-        let config = ::kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-            .await
-            .unwrap();
-        ::kube::Client::try_from(config).unwrap()
-    })
-}
 
 /// Starts a manager that competes for the Lease as `identity`.
 fn start(

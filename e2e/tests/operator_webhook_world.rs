@@ -24,19 +24,12 @@ use nsight_operator::{
 };
 use serde_json::{json, Value};
 
+#[path = "support/kube_client.rs"]
+mod kube_client;
+use kube_client::client;
+
 const WAIT: Duration = Duration::from_secs(30);
 const CLUSTER_NS: &str = "nsight-operator";
-
-/// A kube-rs client for the test server (through the harness's kubeconfig).
-fn client(rt: &tokio::runtime::Runtime, kube: &Kube) -> ::kube::Client {
-    let kubeconfig = ::kube::config::Kubeconfig::read_from(kube.kubeconfig()).unwrap();
-    rt.block_on(async {
-        let config = ::kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-            .await
-            .unwrap();
-        ::kube::Client::try_from(config).unwrap()
-    })
-}
 
 /// Starts the webhook in-process with the cluster World, skip Events and auto-provisioning;
 /// returns (URL, CA PEM).

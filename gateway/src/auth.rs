@@ -224,6 +224,7 @@ impl AuthPolicy {
     pub fn filter(&self, wasm_path: impl Into<PathBuf>) -> AuthFilter {
         AuthFilter {
             wasm_path: wasm_path.into(),
+            lean_wasm_path: None,
             config_json: self.to_json().to_string(),
         }
     }
@@ -231,6 +232,8 @@ impl AuthPolicy {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
 
     #[test]
@@ -292,9 +295,8 @@ mod tests {
         assert!(!format!("{policy:?}").contains("tenant-key"));
     }
 
-    #[test]
-    fn oauth2_carries_its_secrets_but_debug_hides_them() {
-        let policy = AuthPolicy::OAuth2 {
+    fn oauth2_policy() -> AuthPolicy {
+        AuthPolicy::OAuth2 {
             policy: OAuth2Policy {
                 issuer: "https://idp.example".into(),
                 cluster: "idp-idp.example-443".into(),
@@ -308,7 +310,44 @@ mod tests {
                 listener_tls: true,
             },
             api_keys: vec![],
+        }
+    }
+
+    #[test]
+    fn the_lean_module_serves_every_mode_but_oauth2() {
+        let jwt = AuthPolicy::Jwt {
+            policy: JwtPolicy {
+                issuer: "https://idp".into(),
+                audiences: vec!["nsight-cloud".into()],
+                jwks: Jwks::Inline(json!({"keys": []})),
+                identity_claim: None,
+            },
+            api_keys: vec![],
         };
+        let keys = AuthPolicy::ApiKeys(vec![ApiKey::new("k".repeat(16))]);
+        for policy in [AuthPolicy::Unauthenticated, keys, jwt] {
+            let filter = policy.filter("/full.wasm");
+            // Without a lean module, always the full one.
+            assert_eq!(filter.module_path(), Path::new("/full.wasm"), "{policy:?}");
+            let filter = filter.with_lean_module("/lean.wasm");
+            assert_eq!(filter.module_path(), Path::new("/lean.wasm"), "{policy:?}");
+        }
+        // OAuth2 renews its cookie on the response: the full module, lean one or not.
+        let oauth2 = oauth2_policy()
+            .filter("/full.wasm")
+            .with_lean_module("/lean.wasm");
+        assert_eq!(oauth2.module_path(), Path::new("/full.wasm"));
+        // A configuration the gateway cannot read goes to the full module (the filter judges).
+        let mut odd = AuthFilter::api_key("/full.wasm", &[]).with_lean_module("/lean.wasm");
+        odd.config_json = "{not json".into();
+        assert_eq!(odd.module_path(), Path::new("/full.wasm"));
+        odd.config_json = r#"{"mode":"magic"}"#.into();
+        assert_eq!(odd.module_path(), Path::new("/full.wasm"));
+    }
+
+    #[test]
+    fn oauth2_carries_its_secrets_but_debug_hides_them() {
+        let policy = oauth2_policy();
         let v = policy.to_json();
         assert_eq!(v["mode"], "oauth2");
         assert_eq!(v["oauth2"]["client_secret"], "client-secret-value");

@@ -9,7 +9,11 @@
 //! GatewayIr ──validate──> translate::translate ──> Resources ──> cache::Snapshot
 //! ```
 
-use std::{collections::BTreeSet, path::PathBuf, time::Duration};
+use std::{
+    collections::BTreeSet,
+    path::{Path, PathBuf},
+    time::Duration,
+};
 
 use serde::Serialize;
 
@@ -52,7 +56,14 @@ pub struct Listener {
 /// configuration the filter parses (`{"mode":"api-key","api_keys":[..]}`).
 #[derive(Clone, PartialEq, Eq, Serialize)]
 pub struct AuthFilter {
+    /// The full module (`nsight_auth_filter.wasm`): every mode.
     pub wasm_path: PathBuf,
+    /// The lean module (`nsight_auth_filter_lean.wasm`, the same code without the
+    /// response-headers hook, so Envoy enters the VM one time fewer per request), loaded
+    /// instead of `wasm_path` when the configuration never touches the response (every mode
+    /// but OAuth2); `None`: always `wasm_path`. See [`AuthFilter::module_path`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lean_wasm_path: Option<PathBuf>,
     /// Passed verbatim; it may hold secrets, so `Debug` never prints it.
     #[serde(skip)]
     pub config_json: String,
@@ -62,6 +73,7 @@ impl std::fmt::Debug for AuthFilter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AuthFilter")
             .field("wasm_path", &self.wasm_path)
+            .field("lean_wasm_path", &self.lean_wasm_path)
             .field(
                 "config_json",
                 &format_args!("<{} bytes>", self.config_json.len()),
@@ -70,14 +82,42 @@ impl std::fmt::Debug for AuthFilter {
     }
 }
 
+/// The filter modes that decide on the request headers alone (the lean module serves them).
+/// OAuth2 renews its session cookie on the upstream's response, so it needs the full module.
+const REQUEST_ONLY_MODES: &[&str] = &["unauthenticated", "api-key", "jwt"];
+
 impl AuthFilter {
     /// The API-key mode of the filter with these keys.
     pub fn api_key(wasm_path: impl Into<PathBuf>, keys: &[&str]) -> Self {
         let config = serde_json::json!({ "mode": "api-key", "api_keys": keys });
         Self {
             wasm_path: wasm_path.into(),
+            lean_wasm_path: None,
             config_json: config.to_string(),
         }
+    }
+
+    /// Also offer the lean module at `path` (used for the modes that need no response hook).
+    pub fn with_lean_module(mut self, path: impl Into<PathBuf>) -> Self {
+        self.lean_wasm_path = Some(path.into());
+        self
+    }
+
+    /// The module Envoy loads: the lean one when there is one and the configuration's `mode`
+    /// decides on request headers alone; otherwise (OAuth2, or a configuration this cannot
+    /// read: the filter itself will judge it) the full one.
+    pub fn module_path(&self) -> &Path {
+        match &self.lean_wasm_path {
+            Some(lean) if self.request_only() => lean.as_path(),
+            _ => self.wasm_path.as_path(),
+        }
+    }
+
+    fn request_only(&self) -> bool {
+        serde_json::from_str::<serde_json::Value>(&self.config_json)
+            .ok()
+            .and_then(|v| v.get("mode")?.as_str().map(str::to_owned))
+            .is_some_and(|mode| REQUEST_ONLY_MODES.contains(&mode.as_str()))
     }
 }
 
@@ -96,15 +136,21 @@ pub struct TenantRouting {
     pub cluster_header: String,
     /// The upstreams the table names; each must be defined in the IR.
     pub upstreams: Vec<String>,
+    /// Total time of a routed exchange (the `cluster_header` routes'; default 60 s).
+    pub timeout: Duration,
 }
 
-/// One tenant of a shared gateway: its namespace, its upstream and who may reach it (values of
-/// the auth filter's `x-nsight-auth-identity`; API keys bound to the tenant, identity
+/// One tenant of a shared gateway: its namespace, its upstreams and who may reach it (values
+/// of the auth filter's `x-nsight-auth-identity`; API keys bound to the tenant, identity
 /// `api-key:<namespace>`, reach it without being listed).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Tenant {
     pub namespace: String,
+    /// Where a forwarded path no entry of `routes` matches goes; empty: nowhere (404).
     pub upstream: String,
+    /// `(prefix, upstream)` by the forwarded path (after `/t/<namespace>` is stripped), e.g.
+    /// `("/coordinator/", "tenant-team-a-coordinator")`; the longest prefix wins.
+    pub routes: Vec<(String, String)>,
     pub identities: Vec<String>,
 }
 
@@ -116,27 +162,52 @@ impl TenantRouting {
 
     /// Tenants chosen by path (`/t/<namespace>/...`, prefix stripped before forwarding).
     pub fn by_path(wasm_path: impl Into<PathBuf>, tenants: &[Tenant]) -> Self {
+        Self::by_prefix(wasm_path, Self::PATH_PREFIX, tenants)
+    }
+
+    /// Tenants chosen by path under `prefix` (`/x/`): `<prefix><namespace>/...`.
+    pub fn by_prefix(wasm_path: impl Into<PathBuf>, prefix: &str, tenants: &[Tenant]) -> Self {
         let table: Vec<serde_json::Value> = tenants
             .iter()
             .map(|t| {
-                serde_json::json!({
+                let mut entry = serde_json::json!({
                     "namespace": t.namespace,
-                    "cluster": t.upstream,
                     "identities": t.identities,
-                })
+                });
+                if !t.upstream.is_empty() {
+                    entry["cluster"] = serde_json::json!(t.upstream);
+                }
+                if !t.routes.is_empty() {
+                    let routes: Vec<serde_json::Value> = t
+                        .routes
+                        .iter()
+                        .map(|(p, u)| serde_json::json!({ "prefix": p, "cluster": u }))
+                        .collect();
+                    entry["routes"] = serde_json::Value::Array(routes);
+                }
+                entry
             })
             .collect();
         let config = serde_json::json!({
-            "tenant_source": { "path_prefix": Self::PATH_PREFIX },
+            "tenant_source": { "path_prefix": prefix },
             "cluster_header": Self::CLUSTER_HEADER,
             "tenants": table,
         });
+        let mut upstreams: Vec<String> = tenants
+            .iter()
+            .flat_map(|t| std::iter::once(&t.upstream).chain(t.routes.iter().map(|(_, u)| u)))
+            .filter(|u| !u.is_empty())
+            .cloned()
+            .collect();
+        upstreams.sort();
+        upstreams.dedup();
         Self {
             wasm_path: wasm_path.into(),
             config_json: config.to_string(),
-            path_prefix: Self::PATH_PREFIX.into(),
+            path_prefix: prefix.into(),
             cluster_header: Self::CLUSTER_HEADER.into(),
-            upstreams: tenants.iter().map(|t| t.upstream.clone()).collect(),
+            upstreams,
+            timeout: Duration::from_secs(60),
         }
     }
 

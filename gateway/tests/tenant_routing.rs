@@ -32,6 +32,7 @@ fn ir(tenant_upstream: &str) -> GatewayIr {
             namespace: "team-a".into(),
             upstream: tenant_upstream.into(),
             identities: vec!["alice".into()],
+            ..Tenant::default()
         }],
     ));
     ir

@@ -1,72 +1,60 @@
-//! `cargo xtask <task>`: the project's automation, in Rust so that it runs wherever cargo does.
+//! `cargo xtask <task>`: a launcher with no dependencies.
 //!
-//! Owns: installing the toolchains and real servers the project needs (`setup`), building the
-//! WebAssembly artifacts (`build-wasm`) and the one test command (`ci`). It never edits sources
-//! outside the generated files it is asked to write.
+//! Owns one thing: building `nsight-tasks` (xtask/tasks, where every task lives) into the cache's
+//! target dir and running it with the same arguments. cargo's alias builds this launcher into the
+//! clone's own `target/`; were the tasks built there too, their dependencies (tokio, kube, tonic,
+//! reqwest, ...) would compile a second time on a fresh machine, once for the tasks and once for
+//! the workspace build in the cache's target dir.
 
-mod bench;
-mod bench_auth;
-mod bench_gateway;
-mod bench_nvtx;
-mod bench_operator;
-mod bench_recipes;
-mod bench_storage;
-mod bench_webhook;
-mod ci;
-mod cmd;
-mod codegen;
-mod codegen_crds;
-mod demo;
-mod paths;
-mod setup;
-mod setup_kube;
-mod wasm;
-mod wasm_exports;
+#[path = "../tasks/src/cache_dir.rs"]
+mod cache_dir;
 
-use anyhow::{bail, Result};
+use std::{env, os::unix::process::CommandExt as _, path::PathBuf, process::Command};
 
-const USAGE: &str = "\
-usage: cargo xtask <task>
+fn main() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."));
+    let target = env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| cache_dir::cache_dir().join("target"));
+    let tasks = target.join("debug").join("nsight-tasks");
+    // `env` only prints paths: with a tasks binary already there it must not wait for the target
+    // dir's lock while another build or test run holds it (`eval "$(cargo xtask env)"`).
+    let print_env_only = env::args().nth(1).as_deref() == Some("env") && tasks.is_file();
+    if !print_env_only {
+        build_tasks(&root, &target);
+    }
+    let err = Command::new(&tasks)
+        .args(env::args_os().skip(1))
+        .env("CARGO_TARGET_DIR", &target)
+        .env(cache_dir::ROOT_ENV, &root)
+        .exec();
+    eprintln!("xtask: cannot run {}: {err}", tasks.display());
+    std::process::exit(1);
+}
 
-tasks:
-  setup [STEP]  install everything the project needs (idempotent; caches under NSIGHT_CACHE_DIR);
-               steps: apt, wasm-std, wasm-tools, wasm-bindgen, wasm-opt, python, s3, kube, oidc, helm
-  build-wasm   build the proxy-wasm filters, recipe components and the UI into the dist dir
-  codegen      regenerate committed generated files (OpenAPI documents)
-  demo [--keep] the whole platform on this machine, profiling a sample program end to end
-  bench NAME   benchmarks against real processes (coordinator [AGENTS], storage [SIZE_MIB],
-               gateway, nvtx, recipes [ROWS], webhook, operator, auth)
-  ci           the test command: setup, fmt, clippy (host + wasm), build-wasm, tests
-  env          print the environment the tests use (source it to run `cargo test` by hand)
-";
-
-fn main() -> Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let Some(task) = args.first() else {
-        eprint!("{USAGE}");
-        bail!("no task given");
-    };
-    let layout = paths::Layout::discover()?;
-    match task.as_str() {
-        "setup" => setup::run(&layout, &args[1..]),
-        "build-wasm" => wasm::build_all(&layout).map(|_| ()),
-        "ci" => ci::run(&layout),
-        "codegen" => codegen::write(&layout),
-        "bench" => bench::run(&layout, &args[1..]),
-        "demo" => demo::run(&layout, &args[1..]),
-        "env" => {
-            for (k, v) in layout.test_env() {
-                println!("export {k}={}", v.display());
-            }
-            Ok(())
+/// `cargo build -p nsight-tasks` into `target`; exits the launcher if that fails.
+fn build_tasks(root: &std::path::Path, target: &std::path::Path) {
+    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let built = Command::new(&cargo)
+        .current_dir(root)
+        .env("CARGO_TARGET_DIR", target)
+        .args(["build", "--package", "nsight-tasks"])
+        .status();
+    match built {
+        Ok(status) if status.success() => {}
+        Ok(status) => {
+            eprintln!("xtask: building the tasks (xtask/tasks) failed: {status}");
+            std::process::exit(status.code().unwrap_or(1));
         }
-        "-h" | "--help" | "help" => {
-            print!("{USAGE}");
-            Ok(())
-        }
-        other => {
-            eprint!("{USAGE}");
-            bail!("unknown task `{other}`")
+        Err(e) => {
+            eprintln!(
+                "xtask: cannot run cargo ({}): {e}",
+                PathBuf::from(&cargo).display()
+            );
+            std::process::exit(1);
         }
     }
 }

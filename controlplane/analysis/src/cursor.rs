@@ -165,7 +165,7 @@ fn work(
     replies: &mpsc::SyncSender<Reply>,
 ) {
     deadline.arm(limits.call_time);
-    let conn = match open_guarded(path, deadline) {
+    let conn = match open_guarded(path, &limits, deadline) {
         Ok(c) => c,
         Err(e) => {
             let _ = setup.send(Err(QueryError::Failed(format!(

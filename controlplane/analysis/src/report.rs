@@ -48,6 +48,11 @@ pub struct QueryLimits {
     pub batch_rows: u32,
     /// A batch stops early once its text and blob values pass this many bytes.
     pub batch_bytes: usize,
+    /// SQLite's page cache per connection (`PRAGMA cache_size`), in KiB. Recipes scan
+    /// tables once, and the OS keeps the file's pages cached anyway, so SQLite's default
+    /// (2,000 KiB per connection, and every cursor has its own) mostly held pages that were
+    /// not read again; interior B-tree pages fit many times over.
+    pub page_cache_kib: u32,
 }
 
 impl Default for QueryLimits {
@@ -57,6 +62,7 @@ impl Default for QueryLimits {
             open_cursors: 16,
             batch_rows: 16_384,
             batch_bytes: 16 << 20,
+            page_cache_kib: 256,
         }
     }
 }
@@ -154,15 +160,21 @@ impl Deadline {
 /// SQLite VM steps between two deadline checks.
 const PROGRESS_STEPS: i32 = 10_000;
 
-/// Opens `path` read-only with every guard in place and checks that it is a SQLite database.
+/// Opens `path` read-only with every guard in place, a page cache of
+/// [`QueryLimits::page_cache_kib`], and checks that it is a SQLite database.
 pub(crate) fn open_guarded(
     path: &Path,
+    limits: &QueryLimits,
     deadline: &Arc<Deadline>,
 ) -> Result<Connection, ReportError> {
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let mut conn = Connection::open_with_flags(path, flags).map_err(ReportError::Open)?;
     conn.pragma_update(None, "query_only", true)
         .map_err(ReportError::Guard)?;
+    // Negative: KiB rather than pages. Set before the authorizer, which refuses PRAGMAs.
+    // It reads the file's header, so it is the first thing to fail on a file that is not one.
+    conn.pragma_update(None, "cache_size", -i64::from(limits.page_cache_kib.max(1)))
+        .map_err(|e| not_a_database_or(e, ReportError::Guard))?;
     conn.set_limit(Limit::SQLITE_LIMIT_ATTACHED, 0)
         .map_err(ReportError::Guard)?;
     conn.authorizer(Some(authorize))
@@ -174,11 +186,16 @@ pub(crate) fn open_guarded(
     conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| {
         r.get::<_, i64>(0)
     })
-    .map_err(|e| match e.sqlite_error_code() {
-        Some(ErrorCode::NotADatabase) => ReportError::NotADatabase(e),
-        _ => ReportError::Schema(e),
-    })?;
+    .map_err(|e| not_a_database_or(e, ReportError::Schema))?;
     Ok(conn)
+}
+
+/// [`ReportError::NotADatabase`] when SQLite says so, else `other`.
+fn not_a_database_or(e: rusqlite::Error, other: fn(rusqlite::Error) -> ReportError) -> ReportError {
+    match e.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase) => ReportError::NotADatabase(e),
+        _ => other(e),
+    }
 }
 
 /// PRAGMAs that take an argument and only read (`PRAGMA table_info(t)`).
@@ -278,7 +295,7 @@ impl ReportDb {
     ) -> Result<Self, ReportError> {
         let deadline = Deadline::new(stop);
         deadline.arm(limits.call_time);
-        let conn = open_guarded(path, &deadline)?;
+        let conn = open_guarded(path, &limits, &deadline)?;
         Ok(Self {
             path: path.to_path_buf(),
             conn,

@@ -307,3 +307,29 @@ fn schema_listing() {
     assert_eq!(db.columns("StringIds").unwrap(), ["id", "value"]);
     assert!(db.columns("NVTX_EVENTS").unwrap().is_empty());
 }
+
+#[test]
+fn each_connection_has_the_configured_page_cache() {
+    let db = ReportDb::open(
+        &mock(),
+        QueryLimits {
+            page_cache_kib: 128,
+            ..QueryLimits::default()
+        },
+    )
+    .unwrap();
+    let mut cursor = db.query("PRAGMA cache_size", Vec::new()).unwrap();
+    let batch = cursor.next_batch(10).unwrap().unwrap();
+    assert_eq!(
+        batch,
+        [[nsight_analysis::report::Value::Integer(-128)]],
+        "KiB, as a negative size"
+    );
+    let default = QueryLimits::default().page_cache_kib;
+    assert!(default < 2_000, "smaller than SQLite's 2,000 KiB default");
+    // A recipe cannot raise it: setting a PRAGMA is refused.
+    let err = db
+        .query("PRAGMA cache_size = -100000", Vec::new())
+        .unwrap_err();
+    assert!(matches!(err, QueryError::NotReadOnly(_)), "{err:?}");
+}

@@ -22,7 +22,7 @@ use std::{
 
 use nsight_analysis::table_to_csv;
 use nsight_e2e::{
-    free_port, http, process::Running, required_path, wait_for, wasm_artifact, TempDir,
+    free_port, http, platform::AnalysisProcess, process::Running, required_path, wait_for, TempDir,
 };
 use serde_json::{json, Value};
 
@@ -42,29 +42,13 @@ impl Service {
     }
 
     fn start_on(port: u16, root: &Path, state: Option<&Path>, extra: &[&str]) -> Self {
-        let http: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_nsight-analysis"));
-        cmd.arg("--http")
-            .arg(http.to_string())
-            .arg("--recipes-dir")
-            .arg(wasm_artifact("recipes"))
-            .arg("--storage-dir")
-            .arg(root.join("store"))
-            .args(extra);
-        if let Some(state) = state {
-            cmd.arg("--state-dir").arg(state);
-        }
         let log = root.join(format!("analysis-{port}-{}.log", std::process::id()));
-        let mut process = Running::spawn("nsight-analysis", cmd, &log);
-        let up = wait_for(WAIT, || {
-            http::get(http, "/healthz", &[])
-                .ok()
-                .filter(|r| r.status == 200)
-        });
-        assert!(
-            up.is_some() && process.is_running(),
-            "nsight-analysis did not come up: {}",
-            process.log()
+        let AnalysisProcess { http, process } = AnalysisProcess::start(
+            Path::new(env!("CARGO_BIN_EXE_nsight-analysis")),
+            port,
+            (&root.join("store"), state),
+            extra,
+            &log,
         );
         Self { http, process }
     }

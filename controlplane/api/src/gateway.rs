@@ -3,7 +3,13 @@
 //! routing prefixes.
 //!
 //! The CRD rejects OAuth2 without TLS (a CEL rule): browsers drop secure cookies over HTTP.
+//! `spec.tenants` shares one gateway among several namespaces (multi-tenant mode): a CEL rule
+//! requires authentication with it (tenants are told apart by the caller's identity), another
+//! one namespace list or selector.
 
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
@@ -27,6 +33,9 @@ use crate::common::{NsightStatus, SecretRef, ServiceSpec};
 #[x_kube(validation = Rule::new(
     "!has(self.authentication) || !has(self.authentication.oauth2) || !has(self.authentication.oauth2.enabled) || !self.authentication.oauth2.enabled || has(self.tlsSecretRef)"
 ).message("OAuth2 requires TLS on the gateway: set spec.tlsSecretRef"))]
+#[x_kube(validation = Rule::new(
+    "!has(self.tenants) || (has(self.authentication) && ((has(self.authentication.apikey) && has(self.authentication.apikey.enabled) && self.authentication.apikey.enabled) || (has(self.authentication.jwt) && has(self.authentication.jwt.enabled) && self.authentication.jwt.enabled) || (has(self.authentication.oauth2) && has(self.authentication.oauth2.enabled) && self.authentication.oauth2.enabled)))"
+).message("spec.tenants needs authentication: enable spec.authentication.apikey, jwt or oauth2 (tenants are told apart by the caller's identity)"))]
 #[serde(rename_all = "camelCase")]
 pub struct NsightGatewaySpec {
     /// HTTP(S) listener port (default 8888).
@@ -45,6 +54,50 @@ pub struct NsightGatewaySpec {
     /// Name of an `NsightCloudStorageConfig`; with MinIO enabled the gateway proxies it on 9000.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cloud_storage_ref: Option<String>,
+    /// Multi-tenant mode: the gateway also routes `/t/<namespace>/...` to the coordinator and
+    /// analysis of other namespaces, each reachable only by its own callers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenants: Option<Tenants>,
+}
+
+/// The namespaces a shared gateway serves (those listed plus those selected) and who may reach
+/// each. A tenant's backends are the Services the operator rendered for its NsightCoordinator
+/// and NsightAnalysis (and NsightTenantOperator); a request `<pathPrefix><namespace>/<rest>`
+/// reaches them as `/<rest>` (e.g. `/t/team-a/coordinator/v1/...`). Callers of another
+/// namespace get 403.
+#[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[x_kube(validation = Rule::new(
+    "(has(self.namespaces) && size(self.namespaces) > 0) || has(self.namespaceSelector)"
+).message("spec.tenants names no namespace: list them in namespaces or select them with namespaceSelector"))]
+#[serde(rename_all = "camelCase")]
+pub struct Tenants {
+    /// Tenant namespaces by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(
+        length(max = 1024),
+        inner(length(min = 1, max = 63), pattern(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"))
+    )]
+    pub namespaces: Vec<String>,
+    /// Tenant namespaces by their labels (an empty selector selects every namespace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace_selector: Option<LabelSelector>,
+    /// Where requests name their tenant (default `/t/`): `<pathPrefix><namespace>/...`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64), pattern(r"^(/[^/?#\s]+)+/$"))]
+    pub path_prefix: Option<String>,
+    /// Callers whose identity (the JWT/OAuth2 `identityClaim`, default `sub`; each value of a
+    /// list claim) equals a tenant's namespace reach that tenant (e.g. a `namespace` claim, or
+    /// groups named after namespaces).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity_is_namespace: Option<bool>,
+    /// Per tenant namespace, the identities (values of the identity claim) that may reach it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "identities_schema")]
+    pub identities: BTreeMap<String, Vec<String>>,
+    /// A Secret looked up in each tenant namespace (key default `api-key`): that tenant's API
+    /// key, which reaches only its own namespace (accepted beside the gateway's other modes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_secret_ref: Option<SecretRef>,
 }
 
 /// API key, JWT and OAuth2; JWT and OAuth2 may be enabled together.
@@ -141,4 +194,23 @@ pub struct Routing {
     pub analysis_prefix: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant_prefix: Option<String>,
+}
+
+/// `tenants.identities`: namespace -> identities, each 1-256 printable ASCII characters without
+/// a comma (the routing filter splits list claims on commas).
+fn identities_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "maxProperties": 1024,
+        "additionalProperties": {
+            "type": "array",
+            "maxItems": 256,
+            "items": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 256,
+                "pattern": "^[ -+\\--~]+$"
+            }
+        }
+    })
 }

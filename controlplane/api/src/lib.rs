@@ -15,6 +15,7 @@ pub mod storage;
 pub use common::{NsightStatus, SecretRef, ServiceSpec, Toggle};
 pub use gateway::{
     ApiKeyAuth, Authentication, JwtAuth, NsightGateway, NsightGatewaySpec, OAuth2Auth, Routing,
+    Tenants,
 };
 pub use profile::{
     InjectionRule, NsightOperatorProfileConfig, NsightOperatorProfileConfigSpec, NsightToolConfig,

@@ -97,6 +97,24 @@ fn gateway_apikey_from_secret_and_inline_jwks() {
 }
 
 #[test]
+fn shared_gateway_with_tenants() {
+    let g: NsightGateway = round_trip("gateway-shared.yaml");
+    let t = g.spec.tenants.as_ref().unwrap();
+    assert_eq!(t.namespaces, ["team-a", "team-b"]);
+    let selector = t.namespace_selector.as_ref().unwrap();
+    assert_eq!(
+        selector.match_labels.as_ref().unwrap()["nsight.nvidia.com/tenant"],
+        "true"
+    );
+    assert_eq!(t.identities["team-a"], ["alice", "ml-platform"]);
+    assert_eq!(t.identity_is_namespace, Some(true));
+    assert_eq!(
+        t.api_key_secret_ref.as_ref().unwrap().name,
+        "nsight-tenant-key"
+    );
+}
+
+#[test]
 fn api_key_debug_redacts_the_inline_key() {
     let g: NsightGateway = serde_json::from_value(serde_json::json!({
         "apiVersion": "nvidia.com/v1alpha1", "kind": "NsightGateway",

@@ -8,11 +8,13 @@ use std::{
 };
 
 use clap::{Args, Subcommand};
+use nsight_analysis::service::job::JobInput;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
 use crate::{
+    analysis_inputs::{inputs_request, scope, single_request, Scope, SessionInput},
     api::{ApiError, Client},
     download::safe_join,
     render::{human_size, Rendered},
@@ -41,10 +43,12 @@ pub struct RunArgs {
     /// The recipe's own arguments, e.g. --timeunit usec (put them after `--`).
     #[arg(allow_hyphen_values = true, trailing_var_arg = true)]
     pub args: Vec<String>,
-    /// The session whose reports to analyse [default: the active one, else the latest].
-    #[arg(long, value_name = "UUID")]
-    pub session: Option<Uuid>,
-    /// Only this collection's reports.
+    /// The session whose reports to analyse [default: the active one, else the latest];
+    /// UUID:COLLECTION for one of its collections. Repeat it for a recipe over several (diff:
+    /// the first is A, the second B), up to 16.
+    #[arg(long, value_name = "UUID[:COLLECTION]")]
+    pub session: Vec<SessionInput>,
+    /// Only this collection's reports (with at most one --session).
     #[arg(long, value_name = "ID")]
     pub collection: Option<String>,
     /// Wait for the job to finish and print its tables' files.
@@ -103,6 +107,9 @@ pub struct Job {
     #[serde(default)]
     pub args: Vec<String>,
     pub session: String,
+    /// Every session (and collection) the job reads, in order.
+    #[serde(default)]
+    pub inputs: Vec<JobInput>,
     pub status: String,
     #[serde(default)]
     pub reason: Option<String>,
@@ -175,14 +182,21 @@ pub fn run(
             })
         }
         AnalysisCommand::Run(args) => {
-            let session = session(args.session)?;
-            let request = json!({
-                "recipe": args.name,
-                "args": args.args,
-                "session": session.to_string(),
-                "collection": args.collection,
-                "tag": tag,
-            });
+            let request = match scope(&args.session, args.collection.as_deref())
+                .map_err(crate::Failure::Usage)?
+            {
+                Scope::One {
+                    session: given,
+                    collection,
+                } => single_request(
+                    &args.name,
+                    &args.args,
+                    tag,
+                    session(given)?,
+                    collection.as_deref(),
+                ),
+                Scope::Several(inputs) => inputs_request(&args.name, &args.args, tag, &inputs),
+            };
             let url = client.analysis_url("/jobs");
             let mut value = body(&client.analysis_post("/jobs", &request)?)?;
             if args.wait {
@@ -397,9 +411,9 @@ pub fn job_table(job: &Job, client: &Client) -> Rendered {
         clean(&format!("{} {}", job.recipe, job.args.join(" ")))
     };
     r.out.push_str(&format!(
-        "Job {} ({recipe}) on session {}: {}\n",
+        "Job {} ({recipe}) on {}: {}\n",
         job.id,
-        clean(&job.session),
+        clean(&job_scope(job)),
         job.status
     ));
     if let Some(reason) = &job.reason {
@@ -430,6 +444,26 @@ pub fn job_table(job: &Job, client: &Client) -> Rendered {
     r
 }
 
+/// What a job reads: `session S`, `session S collection C`, or `sessions S1, S2:C2` for
+/// several inputs.
+fn job_scope(job: &Job) -> String {
+    let one = |i: &JobInput| match &i.collection {
+        Some(c) => format!("{}:{c}", i.session),
+        None => i.session.clone(),
+    };
+    match job.inputs.as_slice() {
+        [] => format!("session {}", job.session),
+        [i] => match &i.collection {
+            Some(c) => format!("session {} collection {c}", i.session),
+            None => format!("session {}", i.session),
+        },
+        several => format!(
+            "sessions {}",
+            several.iter().map(one).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
+
 /// `analysis reports list`.
 pub fn jobs_table(jobs: &[Job]) -> Rendered {
     let mut r = Rendered::default();
@@ -441,7 +475,10 @@ pub fn jobs_table(jobs: &[Job]) -> Rendered {
             job.id,
             job.status,
             clean(&job.recipe),
-            clean(&job.session)
+            clean(&match job.inputs.len() {
+                0 | 1 => job.session.clone(),
+                n => format!("{} (+{})", job.session, n - 1),
+            })
         ));
     }
     r

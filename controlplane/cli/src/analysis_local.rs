@@ -111,7 +111,7 @@ pub fn local_request(command: &AnalysisCommand) -> Option<Result<LocalRequest, L
 }
 
 fn build(run: &RunArgs, split: Split) -> Result<LocalRequest, LocalError> {
-    if run.session.is_some() || run.collection.is_some() || run.wait {
+    if !run.session.is_empty() || run.collection.is_some() || run.wait {
         return Err(LocalError::Args(
             "--session, --collection and --wait are for jobs on the server; with --input the \
              recipe runs here on the given files"

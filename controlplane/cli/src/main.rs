@@ -12,6 +12,7 @@
 //! configuration error, 3 the gateway could not be reached.
 
 mod analysis;
+mod analysis_inputs;
 mod analysis_local;
 mod api;
 mod config;
@@ -230,6 +231,8 @@ pub(crate) enum Failure {
     JobFailed,
     /// `analysis run --input`: the local run failed (its own exit code).
     Local(nsight_analysis::local::LocalError),
+    /// Flags that do not go together (exit 2); the message says what to write.
+    Usage(String),
 }
 
 impl From<ConfigError> for Failure {
@@ -249,6 +252,7 @@ impl Failure {
         match self {
             Failure::Config(_)
             | Failure::CaCert(_)
+            | Failure::Usage(_)
             | Failure::NoOAuth
             | Failure::Login(
                 login::LoginError::NotLoggedIn { .. }
@@ -634,6 +638,7 @@ fn fail(cli: &Cli, ctx: Option<&Ctx<'_>>, failure: &Failure) -> ExitCode {
         Failure::CaCert(e) => err(&format!("error: {}", api::chain(e))),
         Failure::JobFailed => err("error: the analysis job did not succeed (see its reason above)"),
         Failure::Local(e) => err(&format!("error: {e}")),
+        Failure::Usage(message) => err(&format!("error: {message}")),
     }
     ExitCode::from(failure.exit_code())
 }
@@ -823,6 +828,36 @@ mod tests {
             assert_eq!(err.kind(), ErrorKind::DisplayHelp, "{action}");
         }
         assert_eq!(parse(&["-h"]).unwrap_err().kind(), ErrorKind::DisplayHelp);
+    }
+
+    #[test]
+    fn analysis_run_takes_several_sessions_before_the_recipe_arguments() {
+        const A: &str = "67e55044-10b1-426f-9247-bb680e5fe0c8";
+        let b = format!("{A}:2");
+        let cli = parse(&[
+            "analysis",
+            "run",
+            "diff",
+            "--session",
+            A,
+            "--session",
+            &b,
+            "--wait",
+            "--",
+            "--name",
+            "base",
+        ])
+        .unwrap();
+        let Command::Analysis(analysis::AnalysisCommand::Run(run)) = cli.command else {
+            panic!("analysis run");
+        };
+        let sessions: Vec<String> = run.session.iter().map(ToString::to_string).collect();
+        assert_eq!(sessions, [A.to_owned(), b]);
+        assert!(run.wait);
+        assert_eq!(run.args, ["--name", "base"]);
+        let err = parse(&["analysis", "run", "diff", "--session", "latest"]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::ValueValidation);
+        assert!(err.to_string().contains("is not a session ID"), "{err}");
     }
 
     #[test]

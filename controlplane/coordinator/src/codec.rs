@@ -1,9 +1,11 @@
 //! The agent channel's message codec: prost encoding with small per-stream buffers.
 //!
-//! tonic gives every stream an 8 KiB encode and an 8 KiB decode buffer. The agent channel keeps
-//! one long-lived stream per agent and its messages are a few hundred bytes, so at 10,000 agents
-//! those defaults alone are ~160 MB of mostly idle memory. The buffers still grow on demand for a
-//! large message (a Register with long diagnostics), so nothing is refused by this choice.
+//! tonic gives every stream an 8 KiB encode and an 8 KiB decode buffer, allocated when the stream
+//! opens and kept for its life. The agent channel keeps one long-lived stream per agent and its
+//! messages are tens to a few hundred bytes (START/STOP ~50, Register ~100-200), so at 10,000
+//! agents those defaults alone are ~160 MB of mostly idle memory. The buffers still grow on
+//! demand for a large message (a Register with long diagnostics), so nothing is refused by this
+//! choice.
 
 use std::marker::PhantomData;
 
@@ -11,8 +13,9 @@ use prost::Message;
 use tonic::codec::{BufferSettings, Codec};
 use tonic_prost::{ProstCodec, ProstDecoder, ProstEncoder};
 
-/// Initial buffer per stream and direction; agent channel messages are far below it.
-const BUFFER_SIZE: usize = 512;
+/// Initial buffer per stream and direction: what the coordinator sends (Registered, START,
+/// STOP) fits; the decode buffer grows once if the agent's Register is larger.
+const BUFFER_SIZE: usize = 128;
 /// Encoded bytes after which a stream yields to the runtime (tonic's default).
 const YIELD_THRESHOLD: usize = 32 * 1024;
 

@@ -7,7 +7,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use nsight_gateway::ir::{GatewayIr, IrError};
+use nsight_gateway::ir::{AuthFilter, GatewayIr, IrError};
 use serde::Serialize;
 
 /// The local platform's settings (the `local` command line).
@@ -17,7 +17,8 @@ pub struct Settings {
     /// Where the gateway and the internal services listen (loopback by default).
     pub address: IpAddr,
     pub ports: Ports,
-    /// The built Wasm artifacts: `nsight_auth_filter.wasm`, `recipes/`, `ui/`.
+    /// The built Wasm artifacts: `nsight_auth_filter.wasm`, `nsight_auth_filter_lean.wasm`,
+    /// `recipes/`, `ui/`.
     pub wasm_dir: PathBuf,
     /// Where `nsight-coordinator` and `nsight-analysis` are.
     pub bin_dir: PathBuf,
@@ -116,8 +117,12 @@ pub struct Plan {
     pub children: Vec<ChildSpec>,
     #[serde(skip)]
     pub ui_dir: PathBuf,
+    /// The auth filter's full module (every mode) and its lean one (no response-headers hook,
+    /// which the gateway loads for the API-key mode used here: `AuthFilter::module_path`).
     #[serde(skip)]
     pub auth_filter: PathBuf,
+    #[serde(skip)]
+    pub auth_filter_lean: PathBuf,
     #[serde(skip)]
     pub address: IpAddr,
 }
@@ -243,6 +248,7 @@ impl Plan {
             children,
             ui_dir: s.wasm_dir.join("ui"),
             auth_filter: s.wasm_dir.join("nsight_auth_filter.wasm"),
+            auth_filter_lean: s.wasm_dir.join("nsight_auth_filter_lean.wasm"),
             address: s.address,
         }
     }
@@ -273,7 +279,10 @@ impl Plan {
             .coordinator_health_check("/healthz")
             .analysis(internal(self.ports.analysis))
             .ui(internal(self.ports.ui))
-            .api_key_auth(&self.auth_filter, &[api_key]);
+            .auth(
+                AuthFilter::api_key(&self.auth_filter, &[api_key])
+                    .with_lean_module(&self.auth_filter_lean),
+            );
         if let Some((cert_chain, key)) = tls {
             gw = gw.tls(cert_chain, key);
         }

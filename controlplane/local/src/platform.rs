@@ -51,11 +51,13 @@ pub fn preflight(settings: &Settings, plan: &Plan) -> Result<()> {
             ));
         }
     }
-    if !plan.auth_filter.is_file() {
-        missing.push(format!(
-            "{} (build it: cargo xtask build-wasm; or set NSIGHT_WASM_DIR)",
-            plan.auth_filter.display()
-        ));
+    for filter in [&plan.auth_filter, &plan.auth_filter_lean] {
+        if !filter.is_file() {
+            missing.push(format!(
+                "{} (build it: cargo xtask build-wasm; or set NSIGHT_WASM_DIR)",
+                filter.display()
+            ));
+        }
     }
     let recipes = settings.wasm_dir.join("recipes");
     if !recipes.is_dir() {

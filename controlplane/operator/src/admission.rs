@@ -155,7 +155,8 @@ pub fn review_with_effects(
             let bytes = serde_json::to_vec(&ops).unwrap_or_default();
             response["patchType"] = json!("JSONPatch");
             response["patch"] = json!(base64::engine::general_purpose::STANDARD.encode(bytes));
-            tracing::info!(%namespace, tool = %tool.name, %source, "injecting");
+            // Recorded on the Pod (annotation); a log line per Pod would be on the request path.
+            tracing::debug!(%namespace, tool = %tool.name, %source, "injecting");
             if !dry_run {
                 effects.injected_in = Some(namespace);
             }

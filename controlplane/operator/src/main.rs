@@ -27,6 +27,10 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "parsed once at start-up; boxing the manager's flags buys nothing"
+)]
 enum Command {
     /// Reconcile the Nsight custom resources into Deployments, Services, ConfigMaps and
     /// ServiceAccounts; serve /healthz, /readyz and /metrics.
@@ -54,6 +58,11 @@ enum Command {
         /// cluster (in-cluster or KUBECONFIG), records skip Events and may auto-provision.
         #[arg(long)]
         world: Option<PathBuf>,
+        /// Threads serving reviews: 1 is one thread for everything (tokio's current-thread
+        /// scheduler: a review never hops threads, no idle worker is woken for it); more uses
+        /// the multi-thread scheduler, for more reviews at once than one core answers.
+        #[arg(long, env = "NSIGHT_WEBHOOK_WORKER_THREADS", default_value_t = 1)]
+        worker_threads: usize,
         #[command(flatten)]
         cluster: WebhookClusterArgs,
     },
@@ -132,6 +141,10 @@ struct ManagerArgs {
     /// DNS suffix of Services, for the gateway's upstreams.
     #[arg(long, default_value_t = XdsSettings::default().cluster_domain)]
     cluster_domain: String,
+    /// Namespaces whose NsightGateways may route other namespaces (`spec.tenants`), comma
+    /// separated [default: the operator's namespace].
+    #[arg(long, env = "NSIGHT_SHARED_GATEWAY_NAMESPACES", value_delimiter = ',')]
+    shared_gateway_namespaces: Vec<String>,
     /// The cluster-wide node setting (chart value `machineConfig`) as JSON: the
     /// `kernel.perf_event_paranoid` value the operator writes on every node with one
     /// DaemonSet, `{"perfEventParanoid": 2, "image"?, "nodeSelector"?, "tolerations"?}`, or
@@ -199,6 +212,11 @@ async fn run_manager(args: ManagerArgs) -> Result<()> {
             .or_else(|| args.namespace.clone())
             .unwrap_or_else(|| "nsight-operator".into()),
     };
+    let shared_gateway_namespaces = if args.shared_gateway_namespaces.is_empty() {
+        vec![machine.namespace.clone()]
+    } else {
+        args.shared_gateway_namespaces
+    };
     let config = manager::Config {
         settings: RenderSettings {
             image_repository: args.image_repository,
@@ -233,6 +251,7 @@ async fn run_manager(args: ManagerArgs) -> Result<()> {
     let xds_settings = XdsSettings {
         wasm_path: args.auth_wasm_path,
         cluster_domain: args.cluster_domain,
+        shared_gateway_namespaces,
         ..XdsSettings::default()
     };
     manager::run_with_machine(
@@ -280,8 +299,7 @@ async fn cluster_world(args: WebhookClusterArgs) -> Result<(Arc<dyn World>, Shel
     Ok((Arc::new(world), shell))
 }
 
-#[tokio::main]
-async fn main() -> Result<()> {
+fn main() -> Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("NSIGHT_OPERATOR_LOG")
@@ -289,36 +307,46 @@ async fn main() -> Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    let (listen, cert, key, agent_image, coordinator_url, tag, world, cluster) =
-        match Cli::parse().command {
-            Command::Manager(args) => return run_manager(args).await,
-            Command::InstallPlugins { from, to } => {
-                let installed = nsight_operator::plugins::install(&from, &to)?;
-                for path in installed {
-                    tracing::info!(path = %path.display(), "filter installed");
-                }
-                return Ok(());
+    let command = Cli::parse().command;
+    let runtime = match &command {
+        Command::Webhook { worker_threads, .. } => server::runtime(*worker_threads),
+        _ => tokio::runtime::Runtime::new(),
+    }
+    .context("cannot start the tokio runtime")?;
+    runtime.block_on(run(command))
+}
+
+async fn run(command: Command) -> Result<()> {
+    let (listen, cert, key, agent_image, coordinator_url, tag, world, cluster) = match command {
+        Command::Manager(args) => return run_manager(args).await,
+        Command::InstallPlugins { from, to } => {
+            let installed = nsight_operator::plugins::install(&from, &to)?;
+            for path in installed {
+                tracing::info!(path = %path.display(), "filter installed");
             }
-            Command::Webhook {
-                listen,
-                cert,
-                key,
-                agent_image,
-                coordinator_url,
-                tag,
-                world,
-                cluster,
-            } => (
-                listen,
-                cert,
-                key,
-                agent_image,
-                coordinator_url,
-                tag,
-                world,
-                cluster,
-            ),
-        };
+            return Ok(());
+        }
+        Command::Webhook {
+            listen,
+            cert,
+            key,
+            agent_image,
+            coordinator_url,
+            tag,
+            world,
+            worker_threads: _,
+            cluster,
+        } => (
+            listen,
+            cert,
+            key,
+            agent_image,
+            coordinator_url,
+            tag,
+            world,
+            cluster,
+        ),
+    };
     let (world, shell): (Arc<dyn World>, Shell) = match world {
         None => cluster_world(cluster).await?,
         Some(path) => {

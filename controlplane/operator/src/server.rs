@@ -174,6 +174,22 @@ async fn mutate(State(state): State<AppState>, body: Bytes) -> Response {
     }
 }
 
+/// The runtime the webhook (and the benchmark's echo, its reference) serves on: `workers` 0 or
+/// 1 is the current-thread scheduler (a review never hops threads and no second worker is woken
+/// for it), more is the multi-thread scheduler with that many workers.
+pub fn runtime(workers: usize) -> io::Result<tokio::runtime::Runtime> {
+    if workers <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .enable_all()
+            .build()
+    }
+}
+
 /// Serves `router` over TLS on `listener` until the task is dropped. A failed handshake or
 /// connection is logged and does not stop the server.
 pub async fn serve(

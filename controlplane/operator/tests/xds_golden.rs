@@ -1,6 +1,7 @@
 //! Golden tests of the NsightGateway -> gateway IR translation: `tests/data/xds/<case>.yaml`
-//! (the NsightGateway, then Services and Secrets of the cluster) -> `<case>.out.yaml` (the
-//! conditions, the IR or why there is none, and the auth filter's JSON configuration).
+//! (the NsightGateway, then Namespaces, Services and Secrets of the cluster; a Secret of another
+//! namespace is that tenant's API-key Secret) -> `<case>.out.yaml` (the conditions, the IR or
+//! why there is none, the auth filter's JSON configuration and the routing filter's table).
 //! `NSIGHT_UPDATE_GOLDEN=1 cargo test -p nsight-operator --test xds_golden` rewrites them.
 //! Test keys and certificates in the inputs are for tests only.
 #![allow(
@@ -16,7 +17,10 @@ use base64::Engine as _;
 use k8s_openapi::api::core::v1::{Secret, Service};
 use nsight_api::NsightGateway;
 use nsight_gateway::translate::translate as to_envoy;
-use nsight_operator::xds::translate::{self, Inputs, XdsSettings};
+use nsight_operator::xds::{
+    tenants::TenantInputs,
+    translate::{self, Inputs, XdsSettings},
+};
 use serde_json::{json, Value};
 
 /// 2027-01-01T00:00:00Z (the test certificate is valid from 2026-11-22 to 2126).
@@ -35,22 +39,41 @@ fn run(case: &str) -> (translate::Translation, Value) {
     let gateway: NsightGateway = serde_json::from_value(docs[0].clone()).unwrap();
     let mut services = Vec::new();
     let mut secrets = BTreeMap::new();
+    let mut tenant_secrets = BTreeMap::new();
+    let mut namespaces = BTreeMap::new();
     for doc in &docs[1..] {
         match doc["kind"].as_str().unwrap() {
             "Service" => services.push(serde_json::from_value::<Service>(doc.clone()).unwrap()),
             "Secret" => {
                 let s: Secret = serde_json::from_value(doc.clone()).unwrap();
-                secrets.insert(s.metadata.name.clone().unwrap(), s);
+                match s.metadata.namespace.clone() {
+                    Some(ns) if ns != gateway.metadata.namespace.clone().unwrap() => {
+                        tenant_secrets.insert(ns, s);
+                    }
+                    _ => {
+                        secrets.insert(s.metadata.name.clone().unwrap(), s);
+                    }
+                }
+            }
+            "Namespace" => {
+                let name = doc["metadata"]["name"].as_str().unwrap().to_owned();
+                let labels = serde_json::from_value(doc["metadata"]["labels"].clone());
+                namespaces.insert(name, labels.unwrap_or_default());
             }
             other => panic!("{case}: unexpected kind {other}"),
         }
     }
-    let out = translate::translate(
+    let out = translate::translate_with_tenants(
         &Inputs {
             gateway: &gateway,
             services: &services,
             secrets: &secrets,
             now: NOW,
+        },
+        &TenantInputs {
+            namespaces: &namespaces,
+            services: &services,
+            api_key_secrets: &tenant_secrets,
         },
         &XdsSettings::default(),
     );
@@ -69,7 +92,17 @@ fn run(case: &str) -> (translate::Translation, Value) {
                 .collect();
             // The IR must translate to Envoy resources.
             to_envoy(ir).unwrap();
-            json!({"conditions": conditions, "ir": ir, "auth": auth})
+            let mut view = json!({"conditions": conditions, "ir": ir, "auth": auth});
+            let routing: Vec<Value> = ir
+                .listeners
+                .iter()
+                .filter_map(|l| l.routing.as_ref())
+                .map(|r| serde_json::from_str(&r.config_json).unwrap())
+                .collect();
+            if !routing.is_empty() {
+                view["routing"] = Value::Array(routing);
+            }
+            view
         }
         Err(why) => json!({"conditions": conditions, "refused": why}),
     };
@@ -334,4 +367,166 @@ fn oauth2_with_a_private_ca_redirect_uri_audiences_claim_and_api_key() {
     assert!(yaml.contains("sni: idp.example"), "{yaml}");
     assert!(yaml.contains("exact: idp.example"), "{yaml}");
     assert!(!yaml.contains(CLIENT_SECRET), "client secret rendered");
+}
+
+/// The routing filter's decision on the rendered table (`nsight_routing_filter::route`, the
+/// code the filter runs in Envoy): `Ok(cluster)` or `Err(status)`.
+fn routed(table: &str, path: &str, identity: &str) -> Result<String, u16> {
+    use nsight_routing_filter::{route, Request, RoutingConfig};
+    let config = RoutingConfig::parse(table.as_bytes()).unwrap();
+    route(&config, Request::by_path(path, identity)).cluster_or_status()
+}
+
+#[test]
+fn a_shared_gateway_routes_each_tenant_to_its_own_backends_only() {
+    let out = golden("tenants-shared");
+    let c = condition(&out, "TenantRoutingValid");
+    assert!(c.status, "{c:?}");
+    assert_eq!(c.reason, "Routed");
+    assert_eq!(
+        c.message,
+        "/t/<namespace>/ routes team-a (coordinator, analysis), team-b (coordinator); no backend yet: team-c"
+    );
+    let ir = out.ir.unwrap();
+    let names: Vec<&str> = ir.upstreams.iter().map(|u| u.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "ui",
+            "tenant-team-a-coordinator",
+            "tenant-team-a-analysis",
+            "tenant-team-b-coordinator"
+        ],
+        "one cluster per tenant backend; `other` is not selected, unmanaged Services are not routed"
+    );
+    assert_eq!(
+        ir.upstreams[2].endpoints[0].host,
+        "analysis.team-a.svc.cluster.local"
+    );
+    let l = &ir.listeners[0];
+    let routing = l.routing.as_ref().unwrap();
+    assert_eq!(
+        routing.wasm_path,
+        PathBuf::from("/etc/envoy/wasm/nsight_routing_filter.wasm")
+    );
+    assert_eq!(routing.timeout.as_secs(), 300, "a tenant has an analysis");
+    let table = routing.config_json.as_str();
+
+    // Identities: alice is listed for team-a; `team-b` (a group named after the namespace)
+    // reaches team-b; tenant API keys reach their own namespace.
+    assert_eq!(
+        routed(table, "/t/team-a/coordinator/v1/status", "alice"),
+        Ok("tenant-team-a-coordinator".into())
+    );
+    assert_eq!(
+        routed(table, "/t/team-a/analysis/v1/jobs", "devs,alice"),
+        Ok("tenant-team-a-analysis".into())
+    );
+    assert_eq!(
+        routed(table, "/t/team-b/coordinator/v1/status", "team-b"),
+        Ok("tenant-team-b-coordinator".into())
+    );
+    assert_eq!(
+        routed(table, "/t/team-b/coordinator/v1/x", "api-key:team-b"),
+        Ok("tenant-team-b-coordinator".into())
+    );
+    // Cross-tenant: 403, whatever the backend asked for.
+    for (path, identity) in [
+        ("/t/team-b/coordinator/v1/status", "alice"),
+        ("/t/team-a/coordinator/v1/status", "team-b"),
+        ("/t/team-a/analysis/v1/jobs", "api-key:team-b"),
+        ("/t/team-b/coordinator/v1/status", "api-key:team-a"),
+        ("/t/team-a/coordinator/v1/status", "api-key"),
+    ] {
+        assert_eq!(
+            routed(table, path, identity),
+            Err(403),
+            "{identity} on {path}"
+        );
+    }
+    // Not a tenant of this gateway (no backend, not selected) or no such backend: 404.
+    assert_eq!(
+        routed(table, "/t/team-c/coordinator/v1/x", "team-c"),
+        Err(404)
+    );
+    assert_eq!(
+        routed(table, "/t/other/coordinator/v1/x", "other"),
+        Err(404)
+    );
+    assert_eq!(
+        routed(table, "/t/team-b/analysis/v1/jobs", "team-b"),
+        Err(404)
+    );
+
+    // The auth filter: the gateway's own key (no tenant) and one key per tenant Secret.
+    let auth: Value = serde_json::from_str(&l.auth.as_ref().unwrap().config_json).unwrap();
+    assert_eq!(
+        auth["api_keys"],
+        json!([
+            "0123456789abcdef-test-only",
+            {"key": "team-a-key-0123456789-test-only", "tenant": "team-a"},
+            {"key": "team-b-key-0123456789-test-only", "tenant": "team-b"}
+        ])
+    );
+    assert_eq!(auth["jwt"]["identity_claim"], "groups");
+    // The Envoy resources: both tenants' clusters, the cluster_header routes first.
+    let yaml = nsight_gateway::render::to_yaml(&to_envoy(&ir).unwrap()).unwrap();
+    for needle in [
+        "name: tenant-team-a-analysis",
+        "name: tenant-team-b-coordinator",
+        "cluster_header: x-nsight-tenant-cluster",
+        "nsight.filters.http.routing",
+    ] {
+        assert!(yaml.contains(needle), "{needle} missing");
+    }
+}
+
+#[test]
+fn shared_gateway_refusals_and_bad_tenant_keys() {
+    let out = golden("tenants-not-allowed");
+    let c = condition(&out, "TenantRoutingValid");
+    assert_eq!((c.status, c.reason), (false, "NamespaceNotAllowed"));
+    assert!(
+        c.message.contains("may not route namespaces team-a")
+            && c.message.contains("[nsight-operator]"),
+        "{}",
+        c.message
+    );
+    assert!(out.ir.unwrap_err().contains("TenantRoutingValid"));
+
+    // Bad tenant keys are left out (that tenant's key gets 401), the rest is published.
+    let out = golden("tenants-bad-keys");
+    let c = condition(&out, "TenantRoutingValid");
+    assert_eq!((c.status, c.reason), (false, "TenantApiKeyInvalid"));
+    assert!(
+        c.message.contains(
+            "Secret team-a/key (spec.tenants.apiKeySecretRef): `token` is shorter than 16"
+        ),
+        "{}",
+        c.message
+    );
+    assert!(
+        c.message
+            .contains("Secret team-b/key: the key is already another tenant's or the gateway's"),
+        "{}",
+        c.message
+    );
+    assert!(
+        !c.message.contains("0123456789abcdef-test-only"),
+        "a key in a message"
+    );
+    let ir = out.ir.unwrap();
+    let l = &ir.listeners[0];
+    let auth: Value = serde_json::from_str(&l.auth.as_ref().unwrap().config_json).unwrap();
+    assert_eq!(auth["api_keys"], json!(["0123456789abcdef-test-only"]));
+    let table = l.routing.as_ref().unwrap().config_json.as_str();
+    assert_eq!(l.routing.as_ref().unwrap().path_prefix, "/tenants/");
+    assert_eq!(
+        routed(table, "/tenants/team-a/coordinator/v1/x", "api-key:team-a"),
+        Ok("tenant-team-a-coordinator".into())
+    );
+    assert_eq!(
+        routed(table, "/tenants/team-a/coordinator/v1/x", "api-key"),
+        Err(403)
+    );
 }

@@ -103,7 +103,7 @@ fn tenant_routes(t: &TenantRouting) -> [XdsRoute; 2] {
     let action = || {
         Some(Action::Route(RouteAction {
             cluster_specifier: Some(ClusterSpecifier::ClusterHeader(t.cluster_header.clone())),
-            timeout: Some(duration(std::time::Duration::from_secs(60))),
+            timeout: Some(duration(t.timeout)),
             retry_policy: Some(RetryPolicy {
                 retry_on: "connect-failure,refused-stream".into(),
                 num_retries: Some(UInt32Value { value: 2 }),

@@ -76,7 +76,8 @@ impl prost::Name for VmConfig {
 /// FAIL_CLOSED: a crashed filter VM refuses requests instead of letting them through.
 pub const FAIL_CLOSED: i32 = 1;
 
-/// The HTTP filter running our auth plugin with its configuration.
+/// The HTTP filter running our auth plugin with its configuration (from the lean module when
+/// the configuration allows: [`AuthFilter::module_path`]).
 pub fn auth_http_filter(auth: &AuthFilter) -> HttpFilter {
     let wasm = Wasm {
         config: Some(PluginConfig {
@@ -88,7 +89,7 @@ pub fn auth_http_filter(auth: &AuthFilter) -> HttpFilter {
                 code: Some(AsyncDataSource {
                     specifier: Some(async_data_source::Specifier::Local(DataSource {
                         specifier: Some(data_source::Specifier::Filename(
-                            auth.wasm_path.display().to_string(),
+                            auth.module_path().display().to_string(),
                         )),
                         ..Default::default()
                     })),

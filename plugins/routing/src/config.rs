@@ -6,8 +6,13 @@
 //!  "cluster_header": "x-nsight-tenant-cluster",     // read by Envoy's `cluster_header` route
 //!  "identity_is_namespace": false,                  // identity `team-a` reaches team-a
 //!  "tenants": [{"namespace": "team-a", "cluster": "tenant-team-a",
-//!               "identities": ["alice", "ci-team-a"]}]}
+//!               "identities": ["alice", "ci-team-a"]},
+//!              {"namespace": "team-b",                      // one cluster per backend:
+//!               "routes": [{"prefix": "/coordinator/", "cluster": "tenant-team-b-coordinator"},
+//!                          {"prefix": "/analysis/", "cluster": "tenant-team-b-analysis"}]}]}
 //! ```
+//! A tenant has a `cluster` (every path), `routes` (the longest prefix of the forwarded path
+//! wins; `cluster`, when also given, takes the rest), or both.
 //! The identity header may carry several comma-separated values (a list claim such as groups);
 //! any one of them may open a tenant. `api-key:<namespace>` (an API key bound to that tenant by
 //! the auth filter) always reaches its own namespace and no other.
@@ -28,6 +33,8 @@ pub const DEFAULT_CLUSTER_HEADER: &str = "x-nsight-tenant-cluster";
 pub const MAX_TENANTS: usize = 1024;
 /// Longest Envoy cluster name accepted.
 pub const MAX_CLUSTER_NAME_LEN: usize = 240;
+/// Most `routes` one tenant may have.
+pub const MAX_ROUTES: usize = 16;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -54,9 +61,19 @@ enum RawSource {
 #[serde(deny_unknown_fields)]
 struct RawTenant {
     namespace: String,
-    cluster: String,
+    #[serde(default)]
+    cluster: Option<String>,
+    #[serde(default)]
+    routes: Vec<RawRoute>,
     #[serde(default)]
     identities: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRoute {
+    prefix: String,
+    cluster: String,
 }
 
 /// Where a request names its tenant.
@@ -69,10 +86,13 @@ pub enum TenantSource {
     Header(String),
 }
 
-/// One tenant: its upstream cluster and who may reach it.
+/// One tenant: its upstream clusters and who may reach it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tenant {
-    pub cluster: String,
+    /// Where a forwarded path no route matches goes (`None`: 404).
+    pub cluster: Option<String>,
+    /// `(prefix, cluster)` of the forwarded path, longest prefix first.
+    pub routes: Routes,
     /// Identities (the auth filter's `x-nsight-auth-identity` values) allowed in; may be empty
     /// when the tenant is reached by its API keys or by [`RoutingConfig::identity_is_namespace`].
     pub identities: BTreeSet<String>,
@@ -100,6 +120,8 @@ pub enum ConfigError {
     BadNamespace { index: usize, namespace: String },
     DuplicateTenant(String),
     BadCluster { namespace: String, cluster: String },
+    NoCluster(String),
+    BadRoute { namespace: String, prefix: String },
     BadIdentity { namespace: String },
     BadHeader { field: &'static str, name: String },
     BadPrefix(String),
@@ -126,6 +148,15 @@ impl std::fmt::Display for ConfigError {
                 f,
                 "tenant {namespace:?}: cluster {cluster:?} is not a valid Envoy cluster name \
                  (1-{MAX_CLUSTER_NAME_LEN} characters: A-Z, a-z, 0-9, '-', '_', '.', ':')"
+            ),
+            Self::NoCluster(ns) => write!(
+                f,
+                "tenant {ns:?} has neither `cluster` nor `routes`; give it somewhere to go"
+            ),
+            Self::BadRoute { namespace, prefix } => write!(
+                f,
+                "tenant {namespace:?}: route prefix {prefix:?} must start and end with '/' and \
+                 contain no '?', '#' or whitespace (at most {MAX_ROUTES} routes, each prefix once)"
             ),
             Self::BadIdentity { namespace } => write!(
                 f,
@@ -180,6 +211,48 @@ fn is_identity(s: &str) -> bool {
     (1..=256).contains(&s.len()) && s.bytes().all(|c| (b' '..=b'~').contains(&c) && c != b',')
 }
 
+/// `/x/`: starts and ends with `/`, no query, fragment or whitespace.
+fn is_slashed_prefix(p: &str, min_len: usize) -> bool {
+    p.len() >= min_len
+        && p.starts_with('/')
+        && p.ends_with('/')
+        && !p.contains(['?', '#'])
+        && !p.chars().any(char::is_whitespace)
+}
+
+/// `(prefix, cluster)` pairs of a tenant, longest prefix first.
+pub type Routes = Vec<(String, String)>;
+
+/// A tenant's default cluster and routes, checked; routes longest prefix first.
+fn clusters(t: &RawTenant) -> Result<(Option<String>, Routes), ConfigError> {
+    let bad_cluster = |cluster: &str| ConfigError::BadCluster {
+        namespace: t.namespace.clone(),
+        cluster: cluster.to_owned(),
+    };
+    if let Some(c) = t.cluster.as_deref().filter(|c| !is_cluster_name(c)) {
+        return Err(bad_cluster(c));
+    }
+    if t.cluster.is_none() && t.routes.is_empty() {
+        return Err(ConfigError::NoCluster(t.namespace.clone()));
+    }
+    let mut routes: Routes = Vec::with_capacity(t.routes.len());
+    for r in &t.routes {
+        let repeated = routes.iter().any(|(p, _)| *p == r.prefix);
+        if !is_slashed_prefix(&r.prefix, 1) || repeated || t.routes.len() > MAX_ROUTES {
+            return Err(ConfigError::BadRoute {
+                namespace: t.namespace.clone(),
+                prefix: r.prefix.clone(),
+            });
+        }
+        if !is_cluster_name(&r.cluster) {
+            return Err(bad_cluster(&r.cluster));
+        }
+        routes.push((r.prefix.clone(), r.cluster.clone()));
+    }
+    routes.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
+    Ok((t.cluster.clone(), routes))
+}
+
 fn header(
     field: &'static str,
     value: Option<String>,
@@ -201,12 +274,7 @@ impl RoutingConfig {
         let source = match raw.tenant_source {
             None => TenantSource::PathPrefix(DEFAULT_PATH_PREFIX.into()),
             Some(RawSource::PathPrefix(p)) => {
-                let ok = p.len() >= 2
-                    && p.starts_with('/')
-                    && p.ends_with('/')
-                    && !p.contains(['?', '#'])
-                    && !p.chars().any(char::is_whitespace);
-                if !ok {
+                if !is_slashed_prefix(&p, 2) {
                     return Err(ConfigError::BadPrefix(p));
                 }
                 TenantSource::PathPrefix(p)
@@ -243,19 +311,15 @@ impl RoutingConfig {
                     namespace: t.namespace,
                 });
             }
-            if !is_cluster_name(&t.cluster) {
-                return Err(ConfigError::BadCluster {
-                    namespace: t.namespace,
-                    cluster: t.cluster,
-                });
-            }
+            let (cluster, routes) = clusters(&t)?;
             if !t.identities.iter().all(|i| is_identity(i)) {
                 return Err(ConfigError::BadIdentity {
                     namespace: t.namespace,
                 });
             }
             let tenant = Tenant {
-                cluster: t.cluster,
+                cluster,
+                routes,
                 identities: t.identities.into_iter().collect(),
             };
             if tenants.insert(t.namespace.clone(), tenant).is_some() {
@@ -289,7 +353,7 @@ mod tests {
         assert_eq!(c.source, TenantSource::PathPrefix("/t/".into()));
         assert_eq!(c.identity_header, DEFAULT_IDENTITY_HEADER);
         assert_eq!(c.cluster_header, DEFAULT_CLUSTER_HEADER);
-        assert_eq!(c.tenants["team-a"].cluster, "tenant-a");
+        assert_eq!(c.tenants["team-a"].cluster.as_deref(), Some("tenant-a"));
     }
 
     #[test]
@@ -374,5 +438,51 @@ mod tests {
             with(r#""tenant_source":{"header":"x-nsight-tenant-cluster"}"#),
             Err(ConfigError::SameHeader(_))
         ));
+    }
+
+    #[test]
+    fn routes_are_checked_and_sorted_longest_first() {
+        let c = parse(
+            r#"{"tenants":[{"namespace":"a","routes":[
+                {"prefix":"/c/","cluster":"a-c"},{"prefix":"/c/v2/","cluster":"a-c2"}]}]}"#,
+        )
+        .unwrap();
+        let t = &c.tenants["a"];
+        assert_eq!(t.cluster, None);
+        assert_eq!(
+            t.routes,
+            [
+                ("/c/v2/".into(), "a-c2".into()),
+                ("/c/".into(), "a-c".into())
+            ]
+        );
+        let refused = |routes: &str| {
+            parse(&format!(
+                r#"{{"tenants":[{{"namespace":"a","routes":[{routes}]}}]}}"#
+            ))
+        };
+        for bad in [
+            r#"{"prefix":"c/","cluster":"x"}"#,
+            r#"{"prefix":"/c","cluster":"x"}"#,
+            r#"{"prefix":"/c?/","cluster":"x"}"#,
+            r#"{"prefix":"/c/","cluster":"x"},{"prefix":"/c/","cluster":"y"}"#,
+        ] {
+            assert!(
+                matches!(refused(bad), Err(ConfigError::BadRoute { .. })),
+                "{bad}"
+            );
+        }
+        assert!(matches!(
+            refused(r#"{"prefix":"/c/","cluster":"x y"}"#),
+            Err(ConfigError::BadCluster { .. })
+        ));
+        let many: Vec<String> = (0..=MAX_ROUTES)
+            .map(|i| format!(r#"{{"prefix":"/c{i}/","cluster":"x"}}"#))
+            .collect();
+        let many = many.join(",");
+        assert!(matches!(refused(&many), Err(ConfigError::BadRoute { .. })));
+        let e = parse(r#"{"tenants":[{"namespace":"a"}]}"#).unwrap_err();
+        assert_eq!(e, ConfigError::NoCluster("a".into()));
+        assert!(e.to_string().contains("neither `cluster` nor `routes`"));
     }
 }

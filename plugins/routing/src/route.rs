@@ -18,6 +18,17 @@ pub struct Request<'a> {
     pub identity: Option<&'a str>,
 }
 
+impl<'a> Request<'a> {
+    /// A request naming its tenant by path, from `identity` (e.g. to check a rendered table).
+    pub fn by_path(path: &'a str, identity: &'a str) -> Self {
+        Self {
+            path: Some(path),
+            tenant_header: None,
+            identity: Some(identity),
+        }
+    }
+}
+
 /// What the filter does with a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
@@ -29,6 +40,16 @@ pub enum Decision {
     },
     /// Answer locally without forwarding.
     Refuse(Refusal),
+}
+
+impl Decision {
+    /// The cluster a routed request goes to, or the status of the local answer.
+    pub fn cluster_or_status(self) -> Result<String, u16> {
+        match self {
+            Self::Route { cluster, .. } => Ok(cluster),
+            Self::Refuse(r) => Err(r.status),
+        }
+    }
 }
 
 /// A local answer: 403 (another tenant's namespace) or 404 (no such tenant). `detail` is safe
@@ -150,9 +171,25 @@ pub fn route(config: &RoutingConfig, request: Request<'_>) -> Decision {
             namespace
         ));
     }
+    // The tenant's backend: the longest route prefix of the path it will see, else its
+    // default cluster. Decided only after the identity passed, so a 404 here tells an outsider
+    // nothing about the tenant.
+    let seen = path.as_deref().or(request.path).unwrap_or("/");
+    let cluster = tenant
+        .routes
+        .iter()
+        .find(|(prefix, _)| seen.starts_with(prefix.as_str()))
+        .map(|(_, cluster)| cluster)
+        .or(tenant.cluster.as_ref());
+    let Some(cluster) = cluster else {
+        return Refusal::not_found(format!(
+            "tenant {namespace:?} has no backend at {:?}",
+            echo(seen.split(['?', '#']).next().unwrap_or_default())
+        ));
+    };
     Decision::Route {
         namespace: namespace.to_owned(),
-        cluster: tenant.cluster.clone(),
+        cluster: cluster.clone(),
         path,
     }
 }
@@ -272,6 +309,49 @@ mod tests {
             route(&table(), req("/t/team-a/x", Some("team-a"))),
             Decision::Refuse(Refusal { status: 403, .. })
         ));
+    }
+
+    #[test]
+    fn routes_pick_the_backend_by_the_forwarded_path() {
+        let t = RoutingConfig::parse(
+            br#"{"tenants":[
+                {"namespace":"team-a","identities":["alice"],"routes":[
+                    {"prefix":"/coordinator/","cluster":"a-coord"},
+                    {"prefix":"/analysis/","cluster":"a-analysis"}]},
+                {"namespace":"team-b","identities":["bob"],"cluster":"b-default",
+                 "routes":[{"prefix":"/analysis/","cluster":"b-analysis"}]}]}"#,
+        )
+        .unwrap();
+        let to = |path: &str, id: &str| match route(&t, req(path, Some(id))) {
+            Decision::Route { cluster, path, .. } => Ok((cluster, path.unwrap_or_default())),
+            Decision::Refuse(r) => Err(r.status),
+        };
+        assert_eq!(
+            to("/t/team-a/coordinator/v1/status", "alice"),
+            Ok(("a-coord".into(), "/coordinator/v1/status".into()))
+        );
+        assert_eq!(
+            to("/t/team-a/analysis/v1/jobs?x=1", "alice"),
+            Ok(("a-analysis".into(), "/analysis/v1/jobs?x=1".into()))
+        );
+        // No route and no default cluster: 404, but only for an identity that may enter.
+        assert_eq!(to("/t/team-a/other", "alice"), Err(404));
+        assert_eq!(to("/t/team-a/coordinator", "alice"), Err(404));
+        assert_eq!(to("/t/team-a/other", "bob"), Err(403));
+        assert_eq!(to("/t/team-a/coordinator/v1/status", "bob"), Err(403));
+        // With a default cluster, what no route matches goes there.
+        assert_eq!(
+            to("/t/team-b/coordinator/v1/x", "bob"),
+            Ok(("b-default".into(), "/coordinator/v1/x".into()))
+        );
+        assert_eq!(
+            to("/t/team-b/analysis/", "bob"),
+            Ok(("b-analysis".into(), "/analysis/".into()))
+        );
+        let Decision::Refuse(r) = route(&t, req("/t/team-a/x?secret", Some("alice"))) else {
+            panic!()
+        };
+        assert_eq!(r.detail, "tenant \"team-a\" has no backend at \"/x\"");
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! Prints one JSON line per channel event on stdout:
 //! `{"agent":3,"event":"started",...,"atMs":<unix ms>}`.
 
-use std::time::Duration;
+use std::{io::Write, time::Duration};
 
 use clap::Parser;
 use nsight_agent::channel::{self, AgentConfig, Backend, CollectionRef, Event};
@@ -155,8 +155,15 @@ async fn main() -> anyhow::Result<()> {
         });
     }
     drop(out_tx);
+    // One write per burst of events, not per line: 10,000 agents answering START together
+    // would otherwise cost 10,000 writes.
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     while let Some(line) = out_rx.recv().await {
-        println!("{line}");
+        writeln!(out, "{line}")?;
+        while let Ok(line) = out_rx.try_recv() {
+            writeln!(out, "{line}")?;
+        }
+        out.flush()?;
     }
     Ok(())
 }

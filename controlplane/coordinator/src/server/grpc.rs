@@ -6,14 +6,24 @@
 //!        ──Heartbeat/Ack/Uploaded/Failed──> hub ...  <──Start/Stop── hub (effects)
 //!  stream ends ──> hub.unlink (disconnected, unless it already reconnected)
 //! ```
+//!
+//! After Register, one [`AgentStream`] per agent does both directions: it is the response
+//! stream (commands from the agent's [`outbox`] queue) and, each time it is polled, it first
+//! handles what the agent sent. The connection's HTTP/2 stream task polls it whenever either
+//! side has something, so no task of our own is kept per agent.
 
-use std::pin::Pin;
+use std::{
+    pin::Pin,
+    task::{Context, Poll},
+};
 
-use tokio::sync::mpsc;
-use tokio_stream::{wrappers::ReceiverStream, Stream, StreamExt};
+use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
-use super::hub::{Hub, HubError};
+use super::{
+    hub::{Hub, HubError},
+    outbox,
+};
 use crate::{
     proto::{
         agent_channel_server::AgentChannel, agent_message::Msg as In,
@@ -25,6 +35,8 @@ use crate::{
 
 /// Outbound buffer per agent: START/STOP are rare; a full buffer means a stuck agent.
 const OUTBOUND_BUFFER: usize = 16;
+/// Agent messages handled per poll before the stream lets other tasks run.
+const INBOUND_BUDGET: usize = 32;
 
 #[derive(Debug, Clone)]
 pub struct AgentService {
@@ -103,7 +115,7 @@ impl AgentChannel for AgentService {
             Err(reason) => return Ok(refused(reason)),
         };
         let key = info.key();
-        let (tx, rx) = mpsc::channel(OUTBOUND_BUFFER);
+        let (tx, rx) = outbox::channel(OUTBOUND_BUFFER);
         let heartbeat_interval_ms = self.heartbeat_interval_ms;
         let hello = |key: &AgentKey, registered: &crate::state::Registered| CoordinatorMessage {
             msg: Some(Out::Registered(Registered {
@@ -117,19 +129,74 @@ impl AgentChannel for AgentService {
             Err(e) => return Ok(refused(e.to_string())),
         };
         tracing::info!(agent = %key.as_str(), reconnected = registered.reconnected, "agent registered");
-        let hub = self.hub.clone();
-        tokio::spawn(async move {
-            while let Some(message) = inbound.next().await {
-                let Ok(message) = message else { break };
-                if let Err(reason) = handle(&hub, &key, message) {
-                    tracing::warn!(agent = %key.as_str(), %reason, "agent message refused");
-                }
+        Ok(Response::new(Box::pin(AgentStream {
+            inbound,
+            outbound: rx,
+            hub: self.hub.clone(),
+            key,
+            connection,
+            unlinked: false,
+        })))
+    }
+}
+
+/// One registered agent's stream: handles its messages and yields the hub's commands to it.
+/// Ends when the hub drops the agent's link (it was disconnected or replaced by a reconnect),
+/// after what was queued; the agent's side ending, or an error on it, unlinks it.
+struct AgentStream {
+    inbound: Streaming<AgentMessage>,
+    outbound: outbox::Receiver<Box<CoordinatorMessage>>,
+    hub: Hub,
+    key: AgentKey,
+    connection: u64,
+    unlinked: bool,
+}
+
+impl AgentStream {
+    fn unlink(&mut self) {
+        if !self.unlinked {
+            self.unlinked = true;
+            self.hub.unlink(&self.key, self.connection);
+        }
+    }
+
+    /// Handles what the agent has sent, up to [`INBOUND_BUDGET`] messages.
+    fn poll_inbound(&mut self, cx: &mut Context<'_>) {
+        for _ in 0..INBOUND_BUDGET {
+            if self.unlinked {
+                return;
             }
-            hub.unlink(&key, connection);
-        });
-        Ok(Response::new(Box::pin(
-            ReceiverStream::new(rx).map(|m| Ok(*m)),
-        )))
+            match Pin::new(&mut self.inbound).poll_next(cx) {
+                Poll::Ready(Some(Ok(message))) => {
+                    if let Err(reason) = handle(&self.hub, &self.key, message) {
+                        tracing::warn!(agent = %self.key.as_str(), %reason, "agent message refused");
+                    }
+                }
+                Poll::Ready(Some(Err(_)) | None) => self.unlink(),
+                Poll::Pending => return,
+            }
+        }
+        // More may be waiting: come back after other tasks have run.
+        cx.waker().wake_by_ref();
+    }
+}
+
+impl Stream for AgentStream {
+    type Item = Result<CoordinatorMessage, Status>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        this.poll_inbound(cx);
+        Pin::new(&mut this.outbound)
+            .poll_next(cx)
+            .map(|m| m.map(|m| Ok(*m)))
+    }
+}
+
+impl Drop for AgentStream {
+    /// The connection went away without the agent's side ending first.
+    fn drop(&mut self) {
+        self.unlink();
     }
 }
 

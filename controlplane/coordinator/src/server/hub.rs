@@ -8,6 +8,12 @@
 //! tens of milliseconds: thousands of agents answering one START cost a handful of writes, not
 //! thousands. A crash inside that window loses only reports the coordinator asks for again:
 //! reconnecting agents are re-sent START/STOP and answer again (see the agent's `Backend`).
+//!
+//! Locks: the machine (`core`) and the store are locked separately, always in that order, and a
+//! write takes the store lock before it lets go of the machine, so writes reach the disk in the
+//! order their contents were read. A group commit copies what changed under the machine lock and
+//! writes it (serialisation, disk sync) after releasing it: agents' reports are not held up by
+//! the disk, which matters when 10,000 acknowledgements arrive while a session is written.
 
 use std::{
     collections::{BTreeSet, HashMap},
@@ -15,9 +21,10 @@ use std::{
     time::{SystemTime, UNIX_EPOCH},
 };
 
-use tokio::sync::mpsc;
-
-use super::store::{Batch, StateStore, StoreError};
+use super::{
+    outbox,
+    store::{Batch, StateStore, StoreError},
+};
 use crate::{
     proto::{coordinator_message::Msg, CoordinatorMessage, Start, Stop},
     state::{
@@ -26,9 +33,9 @@ use crate::{
     },
 };
 
-/// An agent's outbound queue. Messages are boxed: a tokio channel allocates its slots in blocks
-/// of 32, so a block of pointers costs ~256 bytes per agent where one of messages cost ~1.5 KiB.
-pub type Outbound = mpsc::Sender<Box<CoordinatorMessage>>;
+/// An agent's outbound queue (see `outbox`). Messages are boxed so that a queued message costs a
+/// pointer in the queue.
+pub type Outbound = outbox::Sender<Box<CoordinatorMessage>>;
 
 /// An agent's outbound stream and the connection it belongs to (a reconnect replaces it).
 #[derive(Debug)]
@@ -40,7 +47,6 @@ struct Link {
 #[derive(Debug)]
 struct Core {
     machine: Coordinator,
-    store: Box<dyn StateStore>,
     links: HashMap<AgentKey, Link>,
     next_connection: u64,
     /// Changed but not yet written (see the module doc on durability).
@@ -66,10 +72,20 @@ pub enum HubError {
     Store(#[source] StoreError),
 }
 
+type Store = Arc<Mutex<Box<dyn StateStore>>>;
+
 /// Shared handle to the coordinator's state.
 #[derive(Debug, Clone)]
 pub struct Hub {
     core: Arc<Mutex<Core>>,
+    store: Store,
+}
+
+/// Locks a mutex. A panic while holding one cannot leave the machine half-updated in a way later
+/// calls would misread (each call is validated first), nor a store mid-write (its transactions
+/// are atomic): keep serving.
+fn lock<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 pub fn now() -> Millis {
@@ -88,9 +104,9 @@ impl Hub {
     ) -> Result<(Self, Vec<String>), StoreError> {
         let (sessions, agents) = store.load()?;
         let restored = machine.restore(sessions, agents, now());
+        let store: Store = Arc::new(Mutex::new(store));
         let mut core = Core {
             machine,
-            store,
             links: HashMap::new(),
             next_connection: 0,
             dirty_sessions: BTreeSet::new(),
@@ -102,19 +118,18 @@ impl Hub {
             "coordinator state restored"
         );
         let repairs = restored.value.repairs.clone();
-        carry_out(&mut core, restored.effects, Durability::Now)?;
+        carry_out(&mut core, &store, restored.effects, Durability::Now)?;
         Ok((
             Self {
                 core: Arc::new(Mutex::new(core)),
+                store,
             },
             repairs,
         ))
     }
 
     fn lock(&self) -> MutexGuard<'_, Core> {
-        // A panic while holding the lock cannot leave the machine half-updated in a way later
-        // calls would misread (each call is validated first); keep serving.
-        self.core.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.core)
     }
 
     /// Runs a user's call (REST) on the machine; its changes are durable when it returns.
@@ -140,15 +155,27 @@ impl Hub {
     ) -> Result<T, HubError> {
         let mut core = self.lock();
         let outcome = call(&mut core.machine, now())?;
-        carry_out(&mut core, outcome.effects, durability).map_err(HubError::Store)?;
+        carry_out(&mut core, &self.store, outcome.effects, durability).map_err(HubError::Store)?;
         Ok(outcome.value)
     }
 
-    /// Group commit: writes what agents' reports changed since the last flush.
+    /// Group commit: writes what agents' reports changed since the last flush. The machine is
+    /// locked only to copy the changes; the write itself (which may wait for the disk) runs
+    /// after, so call this from a blocking thread.
     pub fn flush(&self) {
-        let mut core = self.lock();
-        if let Err(e) = flush(&mut core) {
+        let (batch, mut store) = {
+            let mut core = self.lock();
+            let Some(batch) = take_batch(&mut core) else {
+                return;
+            };
+            // Taken before the machine lock is released: see the module doc on locks.
+            (batch, lock(&self.store))
+        };
+        let result = store.write(&batch);
+        drop(store);
+        if let Err(e) = result {
             tracing::error!(error = %e, "saving coordinator state failed; retrying");
+            mark_dirty(&mut self.lock(), batch);
         }
     }
 
@@ -175,7 +202,8 @@ impl Hub {
         core.next_connection += 1;
         let connection = core.next_connection;
         core.links.insert(key, Link { connection, tx });
-        carry_out(&mut core, outcome.effects, Durability::Soon).map_err(HubError::Store)?;
+        carry_out(&mut core, &self.store, outcome.effects, Durability::Soon)
+            .map_err(HubError::Store)?;
         Ok((outcome.value, connection))
     }
 
@@ -193,7 +221,7 @@ impl Hub {
         core.links.remove(agent);
         let at = now();
         if let Ok(outcome) = core.machine.agent_disconnected(agent, at) {
-            if let Err(e) = carry_out(&mut core, outcome.effects, Durability::Soon) {
+            if let Err(e) = carry_out(&mut core, &self.store, outcome.effects, Durability::Soon) {
                 tracing::error!(error = %e, "saving state after a disconnect failed");
             }
         }
@@ -204,7 +232,7 @@ impl Hub {
         let mut core = self.lock();
         let at = now();
         let outcome = core.machine.tick(at);
-        if let Err(e) = carry_out(&mut core, outcome.effects, Durability::Soon) {
+        if let Err(e) = carry_out(&mut core, &self.store, outcome.effects, Durability::Soon) {
             tracing::error!(error = %e, "saving state after timeouts failed");
         }
     }
@@ -235,32 +263,47 @@ fn wire(command: &Command) -> CoordinatorMessage {
     CoordinatorMessage { msg: Some(msg) }
 }
 
-/// Writes every dirty session and agent in one transaction; on failure they stay dirty.
-fn flush(core: &mut Core) -> Result<(), StoreError> {
+/// Copies every dirty session and agent into a batch and marks them clean; `None` when nothing
+/// changed.
+fn take_batch(core: &mut Core) -> Option<Batch> {
     if core.dirty_sessions.is_empty() && core.dirty_agents.is_empty() {
-        return Ok(());
+        return None;
     }
-    let Core {
-        machine,
-        store,
-        dirty_sessions,
-        dirty_agents,
-        ..
-    } = core;
-    let batch = Batch {
-        sessions: dirty_sessions
-            .iter()
-            .filter_map(|id| machine.session(*id).ok())
-            .collect(),
-        agents: dirty_agents
-            .iter()
-            .map(|key| (key.clone(), machine.agent_info(key)))
-            .collect(),
+    let machine = &core.machine;
+    let sessions = std::mem::take(&mut core.dirty_sessions)
+        .into_iter()
+        .filter_map(|id| machine.session(id).ok().cloned())
+        .collect();
+    let agents = std::mem::take(&mut core.dirty_agents)
+        .into_iter()
+        .map(|key| {
+            let info = machine.agent_info(&key).cloned();
+            (key, info)
+        })
+        .collect();
+    Some(Batch { sessions, agents })
+}
+
+/// A batch that could not be written: its sessions and agents are written again at the next
+/// flush (with their state then).
+fn mark_dirty(core: &mut Core, batch: Batch) {
+    core.dirty_sessions
+        .extend(batch.sessions.iter().map(|s| s.id));
+    core.dirty_agents
+        .extend(batch.agents.into_iter().map(|(key, _)| key));
+}
+
+/// Writes every dirty session and agent in one transaction, with the machine locked (the
+/// caller holds `core`); on failure they stay dirty.
+fn flush(core: &mut Core, store: &Mutex<Box<dyn StateStore>>) -> Result<(), StoreError> {
+    let Some(batch) = take_batch(core) else {
+        return Ok(());
     };
-    store.write(&batch)?;
-    dirty_sessions.clear();
-    dirty_agents.clear();
-    Ok(())
+    let result = lock(store).write(&batch);
+    if result.is_err() {
+        mark_dirty(core, batch);
+    }
+    result
 }
 
 /// Carries out effects in the machine's order: records what to persist, writes it (now, or at
@@ -268,6 +311,7 @@ fn flush(core: &mut Core) -> Result<(), StoreError> {
 /// before anything is sent.
 fn carry_out(
     core: &mut Core,
+    store: &Mutex<Box<dyn StateStore>>,
     effects: Vec<Effect>,
     durability: Durability,
 ) -> Result<(), StoreError> {
@@ -284,8 +328,10 @@ fn carry_out(
         }
     }
     if durability == Durability::Now || sends {
-        flush(core)?;
+        flush(core, store)?;
     }
+    // A broadcast sends one command to thousands of agents: encode it once.
+    let mut encoded: Option<(Command, CoordinatorMessage)> = None;
     for effect in effects {
         match effect {
             Effect::Persist { .. } | Effect::PersistAgent { .. } => {}
@@ -295,7 +341,15 @@ fn carry_out(
             }
             Effect::Send { agent, command } => match core.links.get(&agent) {
                 Some(link) => {
-                    if link.tx.try_send(Box::new(wire(&command))).is_err() {
+                    let message = match &encoded {
+                        Some((last, message)) if *last == command => message.clone(),
+                        _ => {
+                            let message = wire(&command);
+                            encoded = Some((command, message.clone()));
+                            message
+                        }
+                    };
+                    if link.tx.try_send(Box::new(message)).is_err() {
                         tracing::warn!(agent = %agent.as_str(), "agent stream full or closed; it gets the command again when it reconnects");
                     }
                 }

@@ -4,6 +4,7 @@
 pub mod grpc;
 pub mod hub;
 pub mod openapi;
+pub mod outbox;
 pub mod problem;
 pub mod reports;
 pub mod rest;
@@ -160,9 +161,14 @@ pub async fn serve(config: ServerConfig) -> Result<Running, ServeError> {
     let flusher = hub.clone();
     tokio::spawn(async move {
         let mut every = tokio::time::interval(GROUP_COMMIT_INTERVAL);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             every.tick().await;
-            flusher.flush();
+            // The write waits for the disk: on a blocking thread, not a runtime worker.
+            let hub = flusher.clone();
+            if let Err(e) = tokio::task::spawn_blocking(move || hub.flush()).await {
+                tracing::error!(error = %e, "group commit task failed");
+            }
         }
     });
     tokio::spawn(async move {

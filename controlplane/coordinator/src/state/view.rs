@@ -110,12 +110,15 @@ impl CollectionSummary {
 
     /// The summary with at most `limit` per-agent outcomes (the counts cover all of them).
     pub fn limited(session: SessionId, collection: &Collection, limit: usize) -> CollectionSummary {
-        let mut outcome_counts = BTreeMap::new();
+        // Counted by the static state name: no allocation per agent.
+        let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
         for outcome in collection.agents.values() {
-            *outcome_counts
-                .entry(outcome.state_name().to_string())
-                .or_insert(0) += 1;
+            *counts.entry(outcome.state_name()).or_insert(0) += 1;
         }
+        let outcome_counts = counts
+            .into_iter()
+            .map(|(state, n)| (state.to_string(), n))
+            .collect();
         CollectionSummary {
             session,
             id: collection.id,

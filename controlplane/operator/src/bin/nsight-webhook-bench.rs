@@ -1,13 +1,15 @@
 //! `nsight-webhook-bench`: the release-built half of `cargo xtask bench webhook`.
 //!
 //! - `certs DIR`: a CA and a serving certificate for 127.0.0.1 (`ca.crt`, `tls.crt`, `tls.key`).
-//! - `echo --listen A --cert C --key K`: the reference, the webhook's own HTTPS shell
-//!   (`server::serve`, rustls, axum, HTTP/1.1) whose `POST /mutate` answers with the request
+//! - `echo --listen A --cert C --key K [--worker-threads N]`: the reference, the webhook's own
+//!   HTTPS shell (`server::runtime`, `server::serve`, rustls, axum, HTTP/1.1) whose `POST /mutate` answers with the request
 //!   body unchanged: everything the webhook does except reading the review and deciding.
 //! - `load --url U --ca C --payloads F --rate R --secs S`: an open-loop client (keep-alive
 //!   HTTP/1.1 over TLS, like the API server's webhook client) sending the AdmissionReviews of
-//!   `F` (a JSON array) round-robin at `R` per second; latency counts from each request's
-//!   scheduled time, so a slow server cannot hide queueing. Prints one JSON line of results.
+//!   `F` (a JSON array) round-robin at `R` per second, paced by a plain thread (microsecond
+//!   sleeps, not tokio's millisecond timer); latency counts from each request's scheduled
+//!   time, so neither a slow server nor a late client can hide queueing. Prints one JSON line
+//!   of results, with how late the pacing thread sent (`send_lag_*`, part of the latency).
 //! - `profile --payloads F --world W --rounds N`: the webhook's own work per review, in
 //!   process and without the network: the whole `admission::review` plus the answer's
 //!   serialization, and its stages (parse the review into a typed Pod, decide, CEL, patch).
@@ -45,26 +47,12 @@ enum Command {
         cert: PathBuf,
         #[arg(long)]
         key: PathBuf,
+        /// The webhook's `--worker-threads` (the same runtime as the webhook's).
+        #[arg(long, default_value_t = 1)]
+        worker_threads: usize,
     },
     /// Send AdmissionReviews at a fixed rate and report latency.
-    Load {
-        /// e.g. https://127.0.0.1:8443/mutate
-        #[arg(long)]
-        url: String,
-        /// PEM CA that signed the server's certificate.
-        #[arg(long)]
-        ca: PathBuf,
-        /// A JSON array of AdmissionReview objects.
-        #[arg(long)]
-        payloads: PathBuf,
-        #[arg(long, default_value_t = 500)]
-        rate: u32,
-        #[arg(long, default_value_t = 20)]
-        secs: u32,
-        /// Seconds of load before measuring (connections opened, caches warm).
-        #[arg(long, default_value_t = 2)]
-        warmup_secs: u32,
-    },
+    Load(LoadArgs),
     /// Time the webhook's work per review in process (no network).
     Profile {
         #[arg(long)]
@@ -78,18 +66,39 @@ enum Command {
     },
 }
 
+#[derive(clap::Args)]
+struct LoadArgs {
+    /// e.g. https://127.0.0.1:8443/mutate
+    #[arg(long)]
+    url: String,
+    /// PEM CA that signed the server's certificate.
+    #[arg(long)]
+    ca: PathBuf,
+    /// A JSON array of AdmissionReview objects.
+    #[arg(long)]
+    payloads: PathBuf,
+    #[arg(long, default_value_t = 500)]
+    rate: u32,
+    #[arg(long, default_value_t = 20)]
+    secs: u32,
+    /// Seconds of load before measuring (connections opened, caches warm).
+    #[arg(long, default_value_t = 2)]
+    warmup_secs: u32,
+    /// Worker threads of the client's runtime (besides the pacing thread).
+    #[arg(long, default_value_t = 1)]
+    client_threads: usize,
+}
+
 fn main() -> Result<()> {
     match Cli::parse().command {
         Command::Certs { dir } => certs(&dir),
-        Command::Echo { listen, cert, key } => echo(listen, &cert, &key),
-        Command::Load {
-            url,
-            ca,
-            payloads,
-            rate,
-            secs,
-            warmup_secs,
-        } => load(&url, &ca, &payloads, rate, secs, warmup_secs),
+        Command::Echo {
+            listen,
+            cert,
+            key,
+            worker_threads,
+        } => echo(listen, &cert, &key, worker_threads),
+        Command::Load(args) => load(&args),
         Command::Profile {
             payloads,
             world,
@@ -192,14 +201,7 @@ fn profile(payloads: &Path, world: &Path, rounds: u32) -> Result<()> {
     }
     let stats = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
-        let pct = |p: f64| {
-            if v.is_empty() {
-                return f64::NAN;
-            }
-            let rank = ((p / 100.0) * v.len() as f64).ceil() as usize;
-            v[rank.clamp(1, v.len()) - 1]
-        };
-        json!({"n": v.len(), "p50_us": pct(50.0), "p99_us": pct(99.0),
+        json!({"n": v.len(), "p50_us": nearest_rank(v, 50.0), "p99_us": nearest_rank(v, 99.0),
                "mean_us": v.iter().sum::<f64>() / v.len().max(1) as f64})
     };
     println!(
@@ -230,9 +232,9 @@ fn certs(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-fn echo(listen: SocketAddr, cert: &Path, key: &Path) -> Result<()> {
+fn echo(listen: SocketAddr, cert: &Path, key: &Path, workers: usize) -> Result<()> {
     let tls = nsight_operator::server::tls_config(cert, key)?;
-    let runtime = tokio::runtime::Runtime::new()?;
+    let runtime = nsight_operator::server::runtime(workers)?;
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(listen)
             .await
@@ -250,22 +252,15 @@ fn echo(listen: SocketAddr, cert: &Path, key: &Path) -> Result<()> {
     })
 }
 
-/// What one request found.
-struct Sample {
-    latency: Duration,
-    ok: bool,
-    patched: bool,
-}
-
-fn load(url: &str, ca: &Path, payloads: &Path, rate: u32, secs: u32, warmup: u32) -> Result<()> {
-    if rate == 0 || secs == 0 {
+fn load(args: &LoadArgs) -> Result<()> {
+    let (rate, warmup) = (args.rate, args.warmup_secs);
+    if rate == 0 || args.secs == 0 {
         bail!("--rate and --secs must be positive");
     }
-    let ca = std::fs::read(ca).with_context(|| format!("cannot read {}", ca.display()))?;
-    let reviews: Vec<Value> = serde_json::from_slice(
-        &std::fs::read(payloads).with_context(|| format!("cannot read {}", payloads.display()))?,
-    )
-    .context("--payloads is not a JSON array of AdmissionReviews")?;
+    let read = |p: &Path| std::fs::read(p).with_context(|| format!("cannot read {}", p.display()));
+    let ca = read(&args.ca)?;
+    let reviews: Vec<Value> = serde_json::from_slice(&read(&args.payloads)?)
+        .context("--payloads is not a JSON array of AdmissionReviews")?;
     if reviews.is_empty() {
         bail!("--payloads holds no AdmissionReview");
     }
@@ -278,48 +273,52 @@ fn load(url: &str, ca: &Path, payloads: &Path, rate: u32, secs: u32, warmup: u32
             })
             .collect(),
     );
+    // HTTP/1.1 with a keep-alive pool, like kube-apiserver's client for a Service-backed
+    // webhook (it forces http/1.1 in ALPN there since Kubernetes 1.16, kubernetes#82090).
     let client = reqwest::Client::builder()
         .add_root_certificate(reqwest::Certificate::from_pem(&ca)?)
         .http1_only()
         .pool_max_idle_per_host(256)
         .timeout(Duration::from_secs(10))
         .build()?;
-    let runtime = tokio::runtime::Runtime::new()?;
-    let samples = runtime.block_on(drive(
-        client,
-        url.to_owned(),
-        bodies.clone(),
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(args.client_threads.max(1))
+        .enable_all()
+        .build()?;
+    let samples = drive(
+        &runtime,
+        &client,
+        &args.url,
+        &bodies,
         rate,
-        secs + warmup,
-    ))?;
+        args.secs + warmup,
+    )?;
     let measured: Vec<&Sample> = samples.iter().skip((rate * warmup) as usize).collect();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let mut ok: Vec<f64> = measured
         .iter()
         .filter(|s| s.ok)
-        .map(|s| s.latency.as_secs_f64() * 1e3)
+        .map(|s| ms(s.latency))
         .collect();
     ok.sort_by(f64::total_cmp);
+    let mut lag: Vec<f64> = measured.iter().map(|s| ms(s.lag)).collect();
+    lag.sort_by(f64::total_cmp);
     let errors = measured.iter().filter(|s| !s.ok).count();
     let patched = measured.iter().filter(|s| s.patched).count();
     let mut sizes: Vec<usize> = bodies.iter().map(|(_, b)| b.len()).collect();
     sizes.sort_unstable();
-    let pct = |p: f64| -> f64 {
-        if ok.is_empty() {
-            return f64::NAN;
-        }
-        let rank = ((p / 100.0) * ok.len() as f64).ceil() as usize;
-        ok[rank.clamp(1, ok.len()) - 1]
-    };
     println!(
         "{}",
         json!({
             "requests": measured.len(),
             "errors": errors,
             "patched": patched,
-            "p50_ms": pct(50.0),
-            "p99_ms": pct(99.0),
-            "p999_ms": pct(99.9),
+            "p50_ms": nearest_rank(&ok, 50.0),
+            "p99_ms": nearest_rank(&ok, 99.0),
+            "p999_ms": nearest_rank(&ok, 99.9),
             "max_ms": ok.last().copied().unwrap_or(f64::NAN),
+            "send_lag_p50_ms": nearest_rank(&lag, 50.0),
+            "send_lag_p99_ms": nearest_rank(&lag, 99.0),
             "payload_bytes_min": sizes[0],
             "payload_bytes_median": sizes[sizes.len() / 2],
             "payload_bytes_max": sizes[sizes.len() - 1],
@@ -328,26 +327,56 @@ fn load(url: &str, ca: &Path, payloads: &Path, rate: u32, secs: u32, warmup: u32
     Ok(())
 }
 
-async fn drive(
-    client: reqwest::Client,
-    url: String,
-    bodies: Arc<Vec<(String, Bytes)>>,
+/// The `p`-th percentile (nearest rank) of ascending `sorted`; NaN when empty.
+fn nearest_rank(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// What one request found.
+struct Sample {
+    /// From the scheduled send time to the whole answer read.
+    latency: Duration,
+    /// How late the pacing thread handed the request over (part of `latency`).
+    lag: Duration,
+    ok: bool,
+    patched: bool,
+}
+
+/// Sends `rate * secs` requests, request `i` at `start + i / rate`, and waits for all answers.
+///
+/// Pacing runs on this (a plain) thread with `std::thread::sleep`, which wakes within tens of
+/// microseconds: tokio's timer rounds every deadline up to the next millisecond tick, which
+/// made each request leave up to 1-2 ms after its scheduled time and counted that delay as
+/// server latency, for the webhook and the echo alike. The requests run on `runtime`.
+fn drive(
+    runtime: &tokio::runtime::Runtime,
+    client: &reqwest::Client,
+    url: &str,
+    bodies: &Arc<Vec<(String, Bytes)>>,
     rate: u32,
     secs: u32,
 ) -> Result<Vec<Sample>> {
     let period = Duration::from_secs_f64(1.0 / f64::from(rate));
     let total = rate as usize * secs as usize;
-    let start = Instant::now();
+    // A little ahead, so the first request is not late by the setup below.
+    let start = Instant::now() + Duration::from_millis(20);
     let mut handles = Vec::with_capacity(total);
     for i in 0..total {
         let scheduled = start + period * u32::try_from(i).unwrap_or(u32::MAX);
-        tokio::time::sleep_until(scheduled.into()).await;
+        if let Some(wait) = scheduled.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        let lag = scheduled.elapsed();
         let (uid, body) = bodies[i % bodies.len()].clone();
         let request = client
-            .post(&url)
+            .post(url)
             .header(header::CONTENT_TYPE, "application/json")
             .body(body.clone());
-        handles.push(tokio::spawn(async move {
+        handles.push(runtime.spawn(async move {
             let result = async {
                 let resp = request.send().await.ok()?;
                 if !resp.status().is_success() {
@@ -363,16 +392,19 @@ async fn drive(
             };
             Sample {
                 latency,
+                lag,
                 ok,
                 patched,
             }
         }));
     }
-    let mut samples = Vec::with_capacity(total);
-    for handle in handles {
-        samples.push(handle.await?);
-    }
-    Ok(samples)
+    runtime.block_on(async {
+        let mut samples = Vec::with_capacity(total);
+        for handle in handles {
+            samples.push(handle.await?);
+        }
+        Ok(samples)
+    })
 }
 
 /// An echo must return the body; the webhook an allowed response for the same uid.

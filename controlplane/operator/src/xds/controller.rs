@@ -3,7 +3,9 @@
 //!
 //! ```text
 //! NsightGateway | Secret (referenced) | Service (managed-by=nsight-operator, same namespace)
-//!   ─> reconcile: list Services, get Secrets ─> translate (pure) ─> XdsHandle::set_ir(node)
+//!   | Namespace (labels, for spec.tenants.namespaceSelector) | tenant Services and key Secrets
+//!   ─> reconcile: list Services, get Secrets (+ the tenants': namespaces, their Services and
+//!      API-key Secrets) ─> translate (pure) ─> XdsHandle::set_ir(node)
 //!                                                     └ invalid: publish nothing (last good kept)
 //!      ─> status: TLSSecretValid, AuthConfigValid, XdsConfigured (field manager nsight-operator-xds)
 //! ```
@@ -22,7 +24,7 @@ use std::{
 
 use futures::StreamExt;
 use k8s_openapi::{
-    api::core::v1::{Secret, Service},
+    api::core::v1::{Namespace, Secret, Service},
     apimachinery::pkg::apis::meta::v1::Time,
     jiff::Timestamp,
     NamespaceResourceScope,
@@ -40,7 +42,10 @@ use nsight_api::{NsightGateway, NsightStatus};
 use nsight_gateway::{cache::node_id, server::XdsHandle};
 use serde_json::json;
 
-use super::translate::{self, Inputs, XdsSettings};
+use super::{
+    tenants::{self, TenantInputs},
+    translate::{self, Inputs, XdsSettings},
+};
 use crate::{
     conditions::{self, Cond},
     controller::backoff,
@@ -100,6 +105,8 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    #[error("cannot list the namespaces (for spec.tenants.namespaceSelector)")]
+    ListNamespaces(#[source] kube::Error),
     #[error("cannot update the status")]
     Status(#[source] kube::Error),
 }
@@ -155,18 +162,69 @@ pub fn xds_condition(
     }
 }
 
+/// The operator-labelled Services of `namespace`.
+async fn managed_services(client: &Client, namespace: &str) -> Result<Vec<Service>, Error> {
+    Ok(Api::<Service>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGER}")))
+        .await
+        .map_err(|source| Error::ListServices {
+            namespace: namespace.to_owned(),
+            source,
+        })?
+        .items)
+}
+
+/// What `spec.tenants` reads: the namespaces' labels (only with a selector), then each tenant
+/// namespace's operator Services and API-key Secret.
+struct TenantReads {
+    namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    services: Vec<Service>,
+    secrets: BTreeMap<String, Secret>,
+}
+
+async fn tenant_reads(gw: &NsightGateway, client: &Client) -> Result<TenantReads, Error> {
+    let mut reads = TenantReads {
+        namespaces: BTreeMap::new(),
+        services: Vec::new(),
+        secrets: BTreeMap::new(),
+    };
+    let Some(spec) = &gw.spec.tenants else {
+        return Ok(reads);
+    };
+    if spec.namespace_selector.is_some() {
+        reads.namespaces = Api::<Namespace>::all(client.clone())
+            .list_metadata(&ListParams::default())
+            .await
+            .map_err(Error::ListNamespaces)?
+            .items
+            .into_iter()
+            .map(|n| (n.name_any(), n.metadata.labels.unwrap_or_default()))
+            .collect();
+    }
+    for ns in tenants::namespaces(gw, &reads.namespaces) {
+        reads.services.extend(managed_services(client, &ns).await?);
+        if let Some(r) = &spec.api_key_secret_ref {
+            let found = Api::<Secret>::namespaced(client.clone(), &ns)
+                .get_opt(&r.name)
+                .await
+                .map_err(|source| Error::ReadSecret {
+                    namespace: ns.clone(),
+                    name: r.name.clone(),
+                    source,
+                })?;
+            if let Some(found) = found {
+                reads.secrets.insert(ns, found);
+            }
+        }
+    }
+    Ok(reads)
+}
+
 async fn reconcile_inner(gw: &NsightGateway, ctx: &XdsContext) -> Result<Action, Error> {
     let namespace = gw.namespace().unwrap_or_default();
     let name = gw.name_any();
     let node = node_id::gateway(&namespace, &name);
-    let services = Api::<Service>::namespaced(ctx.client.clone(), &namespace)
-        .list(&ListParams::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGER}")))
-        .await
-        .map_err(|source| Error::ListServices {
-            namespace: namespace.clone(),
-            source,
-        })?
-        .items;
+    let services = managed_services(&ctx.client, &namespace).await?;
     let mut secrets = BTreeMap::new();
     let secret_api = Api::<Secret>::namespaced(ctx.client.clone(), &namespace);
     for secret in translate::referenced_secrets(gw) {
@@ -182,12 +240,18 @@ async fn reconcile_inner(gw: &NsightGateway, ctx: &XdsContext) -> Result<Action,
             secrets.insert(secret, found);
         }
     }
-    let out = translate::translate(
+    let reads = tenant_reads(gw, &ctx.client).await?;
+    let out = translate::translate_with_tenants(
         &Inputs {
             gateway: gw,
             services: &services,
             secrets: &secrets,
             now: unix_now(),
+        },
+        &TenantInputs {
+            namespaces: &reads.namespaces,
+            services: &reads.services,
+            api_key_secrets: &reads.secrets,
         },
         &ctx.settings,
     );
@@ -275,6 +339,16 @@ fn error_policy(gw: Arc<NsightGateway>, error: &Error, ctx: Arc<XdsContext>) -> 
     Action::requeue(backoff(failures))
 }
 
+/// The name of the Secret holding each tenant's API key, when the gateway has tenants.
+fn tenant_key_name(gw: &NsightGateway) -> Option<&str> {
+    gw.spec
+        .tenants
+        .as_ref()?
+        .api_key_secret_ref
+        .as_ref()
+        .map(|r| r.name.as_str())
+}
+
 /// The gateway nodes among `nodes` (of the watched `namespace`, or all) whose NsightGateway
 /// is not in `live` (node ids of the gateways that exist). Pure.
 pub fn stale_nodes<'a>(
@@ -331,6 +405,7 @@ pub async fn run(ctx: Arc<XdsContext>, namespace: Option<String>) {
     let sweeper = tokio::spawn(sweep(ctx.clone(), controller.store(), namespace.clone()));
     let by_secret = controller.store();
     let by_service = controller.store();
+    let by_namespace = controller.store();
     controller
         // Metadata only: the cache holds no Secret data (the reconcile reads by name).
         .watches(
@@ -342,7 +417,8 @@ pub async fn run(ctx: Arc<XdsContext>, namespace: Option<String>) {
                     .state()
                     .into_iter()
                     .filter(|g| {
-                        g.namespace() == ns && translate::referenced_secrets(g).contains(&name)
+                        (g.namespace() == ns && translate::referenced_secrets(g).contains(&name))
+                            || tenant_key_name(g) == Some(name.as_str())
                     })
                     .map(|g| ObjectRef::from_obj(&*g))
                     .collect::<Vec<_>>()
@@ -353,10 +429,29 @@ pub async fn run(ctx: Arc<XdsContext>, namespace: Option<String>) {
             watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGER}")),
             move |service: Service| {
                 let ns = service.namespace();
+                // A shared gateway may route any namespace's Services (its tenants).
                 by_service
                     .state()
                     .into_iter()
-                    .filter(|g| g.namespace() == ns)
+                    .filter(|g| g.namespace() == ns || g.spec.tenants.is_some())
+                    .map(|g| ObjectRef::from_obj(&*g))
+                    .collect::<Vec<_>>()
+            },
+        )
+        // Namespace labels decide which namespaces a tenant selector picks.
+        .watches(
+            Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
+            watcher::Config::default(),
+            move |_: PartialObjectMeta<Namespace>| {
+                by_namespace
+                    .state()
+                    .into_iter()
+                    .filter(|g| {
+                        g.spec
+                            .tenants
+                            .as_ref()
+                            .is_some_and(|t| t.namespace_selector.is_some())
+                    })
                     .map(|g| ObjectRef::from_obj(&*g))
                     .collect::<Vec<_>>()
             },

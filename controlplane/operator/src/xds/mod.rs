@@ -6,6 +6,8 @@
 //! secrets    (pure)  TLS / API-key / CA Secret checks -> actionable condition messages
 //! oauth2     (pure)  spec.authentication.oauth2 -> the filter's OAuth2 mode + the issuer's
 //!                    TLS upstream
+//! tenants    (pure)  spec.tenants + namespaces + tenant Services/Secrets -> the routing
+//!                    filter's table, tenant upstreams and API keys, `TenantRoutingValid`
 //! translate  (pure)  NsightGateway + Services + Secrets -> GatewayIr | why not, + conditions
 //! controller (shell) watches, reads, XdsHandle::set_ir, status
 //! ```
@@ -13,4 +15,5 @@
 pub mod controller;
 pub mod oauth2;
 pub mod secrets;
+pub mod tenants;
 pub mod translate;

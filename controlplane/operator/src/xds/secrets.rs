@@ -167,7 +167,24 @@ pub fn api_key(
     key: &str,
     secret: Option<&Secret>,
 ) -> Result<String, String> {
-    let what = format!("Secret {namespace}/{name} (spec.authentication.apikey.keySecretRef)");
+    api_key_of(
+        "spec.authentication.apikey.keySecretRef",
+        namespace,
+        name,
+        key,
+        secret,
+    )
+}
+
+/// As [`api_key`], for the Secret the gateway's field `field` names (in the messages).
+pub fn api_key_of(
+    field: &str,
+    namespace: &str,
+    name: &str,
+    key: &str,
+    secret: Option<&Secret>,
+) -> Result<String, String> {
+    let what = format!("Secret {namespace}/{name} ({field})");
     let create = format!(
         "kubectl create secret generic {name} --from-literal={key}=\"$(openssl rand -hex 24)\" -n {namespace}"
     );
@@ -175,7 +192,7 @@ pub fn api_key(
         return Err(format!("{what} does not exist; create it: {create}"));
     };
     let Some(bytes) = value(secret, key) else {
-        return Err(format!("{what} has no key `{key}`; add it or set keySecretRef.key to the key that holds the API key"));
+        return Err(format!("{what} has no key `{key}`; add it or set {field}.key to the key that holds the API key"));
     };
     let text = std::str::from_utf8(bytes)
         .map_err(|_| format!("{what}: `{key}` is not UTF-8 text"))?

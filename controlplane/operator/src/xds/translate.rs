@@ -10,6 +10,8 @@
 //!                     HTTPS from tlsSecretRef
 //!  :9000              /                 -> storage       (streaming, no auth: S3 SigV4)
 //!  upstream oauth2-idp-<host>-<port>: the OAuth2 issuer over TLS (see `oauth2`)
+//!  spec.tenants: /t/<namespace>/... -> the routing filter -> tenant-<namespace>-<backend>
+//!                (see `tenants`)
 //! ```
 //! Upstreams are the Services the operator labelled (`managed-by=nsight-operator`) by their
 //! `app.kubernetes.io/component`, reached at `<name>.<namespace>.svc.<cluster domain>` (or an
@@ -28,7 +30,10 @@ use nsight_gateway::{
     local::names,
 };
 
-use super::{oauth2, secrets};
+use super::{
+    oauth2, secrets,
+    tenants::{self, Prefixes, TenantInputs},
+};
 use crate::{
     conditions::Cond,
     render::{LABEL_COMPONENT, LABEL_INSTANCE, LABEL_MANAGED_BY, MANAGER},
@@ -51,6 +56,9 @@ pub struct XdsSettings {
     pub cluster_domain: String,
     /// The address Envoy's listeners bind.
     pub listen_address: String,
+    /// Namespaces whose NsightGateways may route other namespaces (`spec.tenants`); a gateway
+    /// elsewhere may list only its own namespace.
+    pub shared_gateway_namespaces: Vec<String>,
 }
 
 impl Default for XdsSettings {
@@ -59,6 +67,7 @@ impl Default for XdsSettings {
             wasm_path: "/etc/envoy/wasm/nsight_auth_filter.wasm".into(),
             cluster_domain: "cluster.local".into(),
             listen_address: "0.0.0.0".into(),
+            shared_gateway_namespaces: vec!["nsight-operator".into()],
         }
     }
 }
@@ -106,7 +115,7 @@ pub fn referenced_secrets(gw: &NsightGateway) -> Vec<String> {
 
 /// What a discovered Service is to the gateway.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Role {
+pub(super) enum Role {
     Coordinator,
     Analysis,
     Tenant,
@@ -126,7 +135,7 @@ impl Role {
         })
     }
 
-    fn upstream(self) -> &'static str {
+    pub(super) fn upstream(self) -> &'static str {
         match self {
             Role::Coordinator => names::COORDINATOR,
             Role::Analysis => names::ANALYSIS,
@@ -139,7 +148,7 @@ impl Role {
 
 /// The first (by name) operator-labelled Service of `role` in `namespace`; for storage, the
 /// one of `cloudStorageRef` when set.
-fn discover<'a>(
+pub(super) fn discover<'a>(
     services: &'a [Service],
     namespace: &str,
     role: Role,
@@ -162,7 +171,11 @@ fn discover<'a>(
 }
 
 /// `host:port` of a Service as Envoy reaches it.
-fn endpoint(svc: &Service, namespace: &str, settings: &XdsSettings) -> Option<(String, u16)> {
+pub(super) fn endpoint(
+    svc: &Service,
+    namespace: &str,
+    settings: &XdsSettings,
+) -> Option<(String, u16)> {
     let spec = svc.spec.as_ref()?;
     let ports = spec.ports.as_deref().unwrap_or_default();
     let port = ports
@@ -181,7 +194,7 @@ fn endpoint(svc: &Service, namespace: &str, settings: &XdsSettings) -> Option<(S
     Some((host, port))
 }
 
-fn ok(type_: &'static str, reason: &'static str, message: impl Into<String>) -> Cond {
+pub(super) fn ok(type_: &'static str, reason: &'static str, message: impl Into<String>) -> Cond {
     Cond {
         type_,
         status: true,
@@ -402,8 +415,34 @@ fn auth(
     })
 }
 
-/// The gateway's IR and conditions.
+/// The API keys of an auth policy (none for an open gateway).
+fn keys_mut(policy: &mut AuthPolicy) -> Option<&mut Vec<ApiKey>> {
+    match policy {
+        AuthPolicy::Unauthenticated => None,
+        AuthPolicy::ApiKeys(keys)
+        | AuthPolicy::Jwt { api_keys: keys, .. }
+        | AuthPolicy::OAuth2 { api_keys: keys, .. } => Some(keys),
+    }
+}
+
+/// The gateway's IR and conditions, for a gateway without `spec.tenants` (or whose tenants
+/// have no backend).
 pub fn translate(inputs: &Inputs<'_>, settings: &XdsSettings) -> Translation {
+    let (namespaces, secrets) = (BTreeMap::new(), BTreeMap::new());
+    let none = TenantInputs {
+        namespaces: &namespaces,
+        services: &[],
+        api_key_secrets: &secrets,
+    };
+    translate_with_tenants(inputs, &none, settings)
+}
+
+/// The gateway's IR and conditions, with what its tenants (`spec.tenants`) need.
+pub fn translate_with_tenants(
+    inputs: &Inputs<'_>,
+    tenant_inputs: &TenantInputs<'_>,
+    settings: &XdsSettings,
+) -> Translation {
     let gw = inputs.gateway;
     let ns = gw.namespace().unwrap_or_default();
     let (valid_tls, tls_cond) = tls(inputs, &ns);
@@ -411,8 +450,8 @@ pub fn translate(inputs: &Inputs<'_>, settings: &XdsSettings) -> Translation {
     let auth_cond = match &auth {
         Ok((_, c, _)) | Err(c) => c.clone(),
     };
-    let conditions = vec![auth_cond, tls_cond.clone()];
-    let (Ok((policy, _, auth_upstreams)), true) = (auth, tls_cond.status) else {
+    let mut conditions = vec![auth_cond, tls_cond.clone()];
+    let (Ok((mut policy, _, auth_upstreams)), true) = (auth, tls_cond.status) else {
         let failed: Vec<&str> = conditions
             .iter()
             .filter(|c| !c.status)
@@ -427,6 +466,11 @@ pub fn translate(inputs: &Inputs<'_>, settings: &XdsSettings) -> Translation {
     let routing = gw.spec.routing.clone().unwrap_or_default();
     let prefix =
         |p: Option<String>, d: &str| p.filter(|p| !p.is_empty()).unwrap_or_else(|| d.into());
+    let prefixes = Prefixes {
+        coordinator: prefix(routing.coordinator_prefix, "/coordinator/"),
+        analysis: prefix(routing.analysis_prefix, "/analysis/"),
+        tenant: prefix(routing.tenant_prefix, "/tenant/"),
+    };
     let storage_ref = gw.spec.cloud_storage_ref.as_deref();
     let mut upstreams = Vec::new();
     let mut add = |role: Role| -> bool {
@@ -444,24 +488,19 @@ pub fn translate(inputs: &Inputs<'_>, settings: &XdsSettings) -> Translation {
         gw.spec.port.unwrap_or(GATEWAY_PORT),
     );
     if add(Role::Coordinator) {
-        listener.routes.push(Route::api(
-            &prefix(routing.coordinator_prefix, "/coordinator/"),
-            names::COORDINATOR,
-        ));
+        listener
+            .routes
+            .push(Route::api(&prefixes.coordinator, names::COORDINATOR));
     }
     if add(Role::Analysis) {
-        let mut route = Route::api(
-            &prefix(routing.analysis_prefix, "/analysis/"),
-            names::ANALYSIS,
-        );
+        let mut route = Route::api(&prefixes.analysis, names::ANALYSIS);
         route.timeout = Some(Duration::from_secs(300));
         listener.routes.push(route);
     }
     if add(Role::Tenant) {
-        listener.routes.push(Route::api(
-            &prefix(routing.tenant_prefix, "/tenant/"),
-            names::TENANT,
-        ));
+        listener
+            .routes
+            .push(Route::api(&prefixes.tenant, names::TENANT));
     }
     // Longer prefixes first; `/` (the UI) last.
     listener
@@ -469,6 +508,34 @@ pub fn translate(inputs: &Inputs<'_>, settings: &XdsSettings) -> Translation {
         .sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));
     if add(Role::Ui) {
         listener.routes.push(Route::api("/", names::UI).public());
+    }
+    let mut tenant_upstreams = Vec::new();
+    if let Some(spec) = &gw.spec.tenants {
+        let plan = match keys_mut(&mut policy) {
+            None => Err(bad(
+                tenants::CONDITION_TENANTS,
+                "AuthenticationRequired",
+                "spec.tenants needs authentication (apikey, jwt or oauth2): tenants are told apart by the caller's identity",
+            )),
+            Some(own) => tenants::plan(gw, spec, tenant_inputs, &prefixes, own, settings),
+        };
+        match plan {
+            Ok(plan) => {
+                conditions.push(plan.condition);
+                if let Some(keys) = keys_mut(&mut policy) {
+                    keys.extend(plan.api_keys);
+                }
+                listener.routing = plan.routing;
+                tenant_upstreams = plan.upstreams;
+            }
+            Err(cond) => {
+                conditions.push(cond);
+                return Translation {
+                    ir: Err(format!("see condition {}", tenants::CONDITION_TENANTS)),
+                    conditions,
+                };
+            }
+        }
     }
     if !matches!(policy, AuthPolicy::Unauthenticated) {
         listener.auth = Some(policy.filter(&settings.wasm_path));
@@ -492,6 +559,7 @@ pub fn translate(inputs: &Inputs<'_>, settings: &XdsSettings) -> Translation {
         proxy.routes.push(Route::streaming("/", names::STORAGE));
         listeners.push(proxy);
     }
+    upstreams.extend(tenant_upstreams);
     upstreams.extend(auth_upstreams);
     let ir = GatewayIr {
         listeners,

@@ -11,7 +11,9 @@ use proxy_wasm::{
     types::{Action, BufferType, MapType},
 };
 
-use super::{fail, finish_fetch, log, now_s, start_fetch, AuthRequest, Cache};
+use super::{
+    fail, finish_fetch, log, now_s, request_header as header, start_fetch, AuthRequest, Cache,
+};
 use crate::{
     config::AuthConfig,
     oauth::{
@@ -209,13 +211,6 @@ impl OidcRequest {
     pub(super) fn waiting(&self) -> bool {
         self.waiting.is_some()
     }
-}
-
-fn header(name: &str) -> Option<String> {
-    hostcalls::get_map_value_bytes(MapType::HttpRequestHeaders, name)
-        .ok()
-        .flatten()
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
 }
 
 fn random() -> Option<Random> {

@@ -261,8 +261,8 @@ impl Decoder {
             }
         }
 
-        // nsight-operator patch: the decoded strings keep what they use of the buffer alive;
-        // the decoder itself holds none between header blocks.
+        // nsight-operator patch: the decoded strings are copies (see `try_decode_string`); the
+        // decoder holds no buffer between header blocks.
         self.buffer = BytesMut::new();
 
         Ok(())
@@ -346,12 +346,16 @@ impl Decoder {
             if self.buffer.capacity() == 0 {
                 self.buffer.reserve(BUFFER_CAPACITY);
             }
+            // nsight-operator patch: the decoded string is copied out at its exact size instead
+            // of being split off the 4 KiB buffer: a header kept in the dynamic table (for the
+            // connection's life) would otherwise keep the whole buffer allocated. The split-off
+            // part is dropped at once, so the next string reuses the same buffer.
             let ret = {
                 let raw = &buf.chunk()[..len];
                 huffman::decode(raw, &mut self.buffer).map(|buf| StringMarker {
                     offset,
                     len,
-                    string: Some(BytesMut::freeze(buf)),
+                    string: Some(Bytes::copy_from_slice(&buf)),
                 })
             };
 
@@ -493,7 +497,10 @@ impl StringMarker {
                 buf.advance(self.len);
                 string
             }
-            None => take(buf, self.len),
+            // nsight-operator patch: copied out of the frame's payload, which is a slice of the
+            // connection's read buffer: a header kept in the dynamic table would otherwise keep
+            // the whole read buffer allocated for the connection's life.
+            None => Bytes::copy_from_slice(&take(buf, self.len)),
         }
     }
 }

@@ -3,12 +3,12 @@
 //! Everything installed or built lands under one cache directory, keyed by version, so that a
 //! fresh clone on a warm machine rebuilds nothing and `rm -rf` of the cache is a clean slate.
 
-use std::{
-    env,
-    path::{Path, PathBuf},
-};
+use std::{env, path::PathBuf};
 
 use anyhow::{Context, Result};
+
+pub use crate::cache_dir::is_root;
+use crate::cache_dir::{self, ROOT_ENV};
 
 /// Pinned tool versions. Changing one here is the whole upgrade: the cache is keyed by them.
 pub const WASM_TOOLS_VERSION: &str = "1.262.0";
@@ -28,7 +28,8 @@ pub const HELM_NPM_VERSION: &str = "2.2.2";
 /// The Debian rustc-web toolchain (1.96) that has the wasm32 std built by `setup`.
 pub const WASM_RUSTC: &str = "/usr/bin/rustc";
 pub const WASM_CARGO: &str = "/usr/bin/cargo";
-pub const WASM_TARGETS: [&str; 3] = ["wasm32-unknown-unknown", "wasm32-wasip1", "wasm32-wasip2"];
+/// Recipes and the UI build for wasm32-unknown-unknown, the proxy-wasm filters for wasm32-wasip1.
+pub const WASM_TARGETS: [&str; 2] = ["wasm32-unknown-unknown", "wasm32-wasip1"];
 
 #[derive(Debug, Clone)]
 pub struct Layout {
@@ -40,13 +41,19 @@ pub struct Layout {
 
 impl Layout {
     pub fn discover() -> Result<Self> {
-        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .context("xtask has no parent directory")?
-            .to_path_buf();
+        // The launcher (`xtask/src/main.rs`) names the clone it runs from: the runner binary lives
+        // in a target dir that several clones may share.
+        let root = match env::var_os(ROOT_ENV) {
+            Some(root) => PathBuf::from(root),
+            None => PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .ancestors()
+                .nth(2)
+                .context("xtask/tasks has no grandparent directory")?
+                .to_path_buf(),
+        };
         Ok(Self {
             root,
-            cache: cache_dir(),
+            cache: cache_dir::cache_dir(),
         })
     }
 
@@ -145,26 +152,4 @@ impl Layout {
             ("NSIGHT_HELM_BIN", self.helm()),
         ]
     }
-}
-
-fn cache_dir() -> PathBuf {
-    if let Some(dir) = env::var_os("NSIGHT_CACHE_DIR") {
-        return PathBuf::from(dir);
-    }
-    if is_root() {
-        return PathBuf::from("/var/cache/nsight-operator");
-    }
-    let base = env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| env::var_os("HOME").map(|h| Path::new(&h).join(".cache")))
-        .unwrap_or_else(|| PathBuf::from("/tmp"));
-    base.join("nsight-operator")
-}
-
-pub fn is_root() -> bool {
-    std::process::Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false)
 }

@@ -15,6 +15,7 @@
 
 use std::{
     net::SocketAddr,
+    path::PathBuf,
     process::Command,
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
@@ -27,13 +28,8 @@ use crate::{cmd::run as run_cmd, paths::Layout};
 pub fn run(layout: &Layout, args: &[String]) -> Result<()> {
     match args.first().map(String::as_str) {
         Some("coordinator") => {
-            let agents = args
-                .get(1)
-                .map(|n| n.parse::<u32>())
-                .transpose()
-                .context("agent count must be a number")?
-                .unwrap_or(10_000);
-            coordinator(layout, agents)
+            let (agents, bin_dir) = coordinator_args(&args[1..])?;
+            coordinator(layout, agents, bin_dir)
         }
         Some("storage") => {
             let size_mib = args
@@ -59,10 +55,36 @@ pub fn run(layout: &Layout, args: &[String]) -> Result<()> {
             crate::bench_recipes::recipes(layout, rows)
         }
         _ => bail!(
-            "usage: cargo xtask bench coordinator [AGENTS] | storage [SIZE_MIB] | gateway | nvtx \
-             | recipes [ROWS] | webhook | operator | auth"
+            "usage: cargo xtask bench coordinator [AGENTS] [--bin-dir DIR] | storage [SIZE_MIB] \
+             | gateway | nvtx | recipes [ROWS] | webhook | operator | auth"
         ),
     }
+}
+
+/// `[AGENTS] [--bin-dir DIR]`: `--bin-dir` runs the `nsight-coordinator` and `nsight-agent-sim`
+/// found there instead of building them (to compare another build in the same conditions).
+fn coordinator_args(args: &[String]) -> Result<(u32, Option<PathBuf>)> {
+    let mut agents = 10_000;
+    let mut bin_dir = None;
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        if arg == "--bin-dir" {
+            let dir = rest.next().context("--bin-dir needs a directory")?;
+            bin_dir = Some(PathBuf::from(dir));
+        } else {
+            agents = arg
+                .parse()
+                .with_context(|| format!("agent count must be a number, not `{arg}`"))?;
+        }
+    }
+    Ok((agents, bin_dir))
+}
+
+/// The load average over 1, 5 and 15 minutes, as /proc/loadavg prints it.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
 }
 
 fn now_ms() -> u64 {
@@ -100,21 +122,27 @@ fn get_json(addr: SocketAddr, path: &str) -> Result<serde_json::Value> {
     Ok(serde_json::from_str(&r.body)?)
 }
 
-fn coordinator(layout: &Layout, agents: u32) -> Result<()> {
-    run_cmd(
-        Command::new("cargo")
-            .current_dir(&layout.root)
-            .env("CARGO_TARGET_DIR", layout.host_target())
-            .args([
-                "build",
-                "--release",
-                "-p",
-                "nsight-coordinator",
-                "-p",
-                "nsight-agent",
-            ]),
-    )?;
-    let bin = layout.host_target().join("release");
+fn coordinator(layout: &Layout, agents: u32, bin_dir: Option<PathBuf>) -> Result<()> {
+    let bin = match bin_dir {
+        Some(dir) => dir,
+        None => {
+            run_cmd(
+                Command::new("cargo")
+                    .current_dir(&layout.root)
+                    .env("CARGO_TARGET_DIR", layout.host_target())
+                    .args([
+                        "build",
+                        "--release",
+                        "-p",
+                        "nsight-coordinator",
+                        "-p",
+                        "nsight-agent",
+                    ]),
+            )?;
+            layout.host_target().join("release")
+        }
+    };
+    let load_before = load_average();
     let dir = TempDir::new("bench-coordinator");
     let http_addr: SocketAddr = ([127, 0, 0, 1], free_port()).into();
     let grpc_addr: SocketAddr = ([127, 0, 0, 1], free_port()).into();
@@ -201,6 +229,11 @@ fn coordinator(layout: &Layout, agents: u32) -> Result<()> {
     let rss_peak = rss_mb(pid, "VmHWM:");
 
     println!("\ncoordinator benchmark: {agents} agents (mutual TLS, separate process), loopback, 2 cores");
+    println!("  binaries                          {}", bin.display());
+    println!(
+        "  load average (1/5/15 min)         {load_before} at start, {} at the end",
+        load_average()
+    );
     println!(
         "  all agents connected after        {connect_secs:.1} s (ramped: one new agent per ms)"
     );

@@ -23,31 +23,33 @@ const DOCUMENTS: [(&str, &str, &str); 2] = [
 
 pub fn write(layout: &Layout) -> Result<()> {
     for (package, bin, file) in DOCUMENTS {
-        let out = Command::new("cargo")
-            .current_dir(&layout.root)
-            .env("CARGO_TARGET_DIR", layout.host_target())
-            .args([
-                "run",
-                "--quiet",
-                "-p",
-                package,
-                "--bin",
-                bin,
-                "--",
-                "--print-openapi",
-            ])
-            .output()
-            .with_context(|| format!("cannot run {bin}"))?;
-        if !out.status.success() {
-            anyhow::bail!(
-                "{bin} could not print its OpenAPI document:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
+        let out = run_workspace_bin(layout, package, bin, &["--print-openapi".as_ref()])
+            .with_context(|| format!("{bin} could not print its OpenAPI document"))?;
         let path = layout.root.join(file);
         std::fs::write(&path, &out.stdout)?;
         eprintln!("wrote {}", path.display());
     }
     crate::codegen_crds::write(layout)?;
     Ok(())
+}
+
+/// `cargo run -p <package> --bin <bin> -- <args>` in the host target dir; its output, or an
+/// error carrying its stderr when it fails.
+pub fn run_workspace_bin(
+    layout: &Layout,
+    package: &str,
+    bin: &str,
+    args: &[&std::ffi::OsStr],
+) -> Result<std::process::Output> {
+    let out = Command::new("cargo")
+        .current_dir(&layout.root)
+        .env("CARGO_TARGET_DIR", layout.host_target())
+        .args(["run", "--quiet", "-p", package, "--bin", bin, "--"])
+        .args(args)
+        .output()
+        .with_context(|| format!("cannot run {bin}"))?;
+    if !out.status.success() {
+        anyhow::bail!("{}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(out)
 }

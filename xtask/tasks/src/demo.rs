@@ -15,7 +15,7 @@ use anyhow::{anyhow, bail, Result};
 use nsight_e2e::demo::{run_session, DemoOptions, DemoPaths, LocalPlatform, NsysSample};
 
 use crate::{
-    cmd::{run as run_cmd, stage},
+    cmd::{run as run_cmd, stage, Background},
     paths::Layout,
     setup, wasm,
 };
@@ -70,24 +70,27 @@ pub fn run(layout: &Layout, args: &[String]) -> Result<()> {
     // Everything but what only the tests use: the Kubernetes API server (~32 min to build
     // cold), helm and the OpenID provider.
     // The S3 server too: the demo keeps reports in a local directory.
-    const TEST_ONLY: [&str; 4] = ["kube", "helm", "oidc", "s3"];
+    const TEST_ONLY: [&str; 5] = ["apt-test", "kube", "helm", "oidc", "s3"];
     let steps: Vec<String> = setup::STEPS
         .iter()
         .map(|(name, _)| (*name).to_owned())
         .filter(|name| !TEST_ONLY.contains(&name.as_str()))
         .collect();
-    stage("setup", || setup::run(layout, &steps))?;
+    // Debian's packages first (protoc for the host build), then the host build runs in the
+    // background while the rest of setup and the Wasm builds, which have long serial stretches
+    // (one fat-LTO link per artifact), keep the other core busy.
+    stage("setup apt", || setup::run(layout, &steps[..1]))?;
+    let mut c = Command::new("cargo");
+    c.current_dir(&layout.root)
+        .env("CARGO_TARGET_DIR", layout.host_target())
+        .arg("build");
+    for p in PACKAGES {
+        c.args(["-p", p]);
+    }
+    let host_build = Background::spawn(&mut c, &layout.cache.join("demo-build.log"))?;
+    stage("setup", || setup::run(layout, &steps[1..]))?;
     stage("build-wasm", || wasm::build_all(layout).map(|_| ()))?;
-    stage("build", || {
-        let mut c = Command::new("cargo");
-        c.current_dir(&layout.root)
-            .env("CARGO_TARGET_DIR", layout.host_target())
-            .arg("build");
-        for p in PACKAGES {
-            c.args(["-p", p]);
-        }
-        run_cmd(&mut c)
-    })?;
+    stage("build (host binaries)", || host_build.wait())?;
     let state_dir = layout.cache.join("demo");
     // A fresh platform state each run (the API key is kept: configured CLIs keep working).
     for stale in [

@@ -27,22 +27,54 @@ const COMMON_HOOKS: &[&str] = &[
     "proxy_on_memory_allocate",
 ];
 
-/// The hooks a filter (by artifact name) implements, beyond `COMMON_HOOKS`.
-pub fn filter_hooks(artifact: &str) -> Result<&'static [&'static str]> {
+/// One module written from a filter's build: its file name (without `.wasm`) and the hooks
+/// it keeps beyond `COMMON_HOOKS`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Variant {
+    pub name: &'static str,
+    pub hooks: &'static [&'static str],
+}
+
+/// Request headers (the decision); HTTP call answers and the tick (JWKS and OIDC discovery
+/// fetches).
+const AUTH_LEAN_HOOKS: &[&str] = &[
+    "proxy_on_request_headers",
+    "proxy_on_http_call_response",
+    "proxy_on_tick",
+];
+
+/// The modules written from a filter's build (by crate artifact name).
+pub fn filter_variants(artifact: &str) -> Result<&'static [Variant]> {
     Ok(match artifact {
-        // Request headers (the decision); response headers (OAuth2 mode renews the session
-        // cookie); HTTP call answers and the tick (JWKS and OIDC discovery fetches).
         "nsight_auth_filter" => &[
-            "proxy_on_request_headers",
-            "proxy_on_response_headers",
-            "proxy_on_http_call_response",
-            "proxy_on_tick",
+            // Every mode: also response headers (OAuth2 mode renews the session cookie on
+            // the upstream's response).
+            Variant {
+                name: "nsight_auth_filter",
+                hooks: &[
+                    "proxy_on_request_headers",
+                    "proxy_on_response_headers",
+                    "proxy_on_http_call_response",
+                    "proxy_on_tick",
+                ],
+            },
+            // The same code without the response-headers hook, so Envoy enters the VM one
+            // time fewer per request: for the configurations that never touch the response
+            // (unauthenticated, API key, JWT). The gateway picks it (`AuthFilter::module_path`
+            // in nsight-gateway); an OAuth2 configuration always gets the full module.
+            Variant {
+                name: "nsight_auth_filter_lean",
+                hooks: AUTH_LEAN_HOOKS,
+            },
         ],
         // Request headers only: the routing decision.
-        "nsight_routing_filter" => &["proxy_on_request_headers"],
+        "nsight_routing_filter" => &[Variant {
+            name: "nsight_routing_filter",
+            hooks: &["proxy_on_request_headers"],
+        }],
         other => bail!(
             "no hook list for filter {other:?}: add the hooks it implements to \
-             xtask/src/wasm_exports.rs (filter_hooks)"
+             xtask/tasks/src/wasm_exports.rs (filter_variants)"
         ),
     })
 }
@@ -202,6 +234,26 @@ mod tests {
     #[test]
     fn bad_input_is_an_error_not_a_panic() {
         assert!(strip_hooks(b"not wasm", &[]).is_err());
-        assert!(filter_hooks("nsight_unknown_filter").is_err());
+        assert!(filter_variants("nsight_unknown_filter").is_err());
+    }
+
+    #[test]
+    fn the_lean_auth_module_differs_only_by_the_response_hook() {
+        let variants = filter_variants("nsight_auth_filter").unwrap();
+        let [full, lean] = variants else {
+            panic!("two auth modules expected: {variants:?}")
+        };
+        assert_eq!(full.name, "nsight_auth_filter");
+        assert_eq!(lean.name, "nsight_auth_filter_lean");
+        let mut without: Vec<&str> = full
+            .hooks
+            .iter()
+            .copied()
+            .filter(|h| *h != "proxy_on_response_headers")
+            .collect();
+        without.sort_unstable();
+        let mut lean_hooks = lean.hooks.to_vec();
+        lean_hooks.sort_unstable();
+        assert_eq!(without, lean_hooks);
     }
 }

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! plugins/auth ──(wasm32-wasip1)── unused hooks unexported ───> dist/nsight_auth_filter.wasm
+//!                                   └ also the response hook ──> dist/nsight_auth_filter_lean.wasm
 //! plugins/routing ──(wasm32-wasip1)── unused hooks unexported > dist/nsight_routing_filter.wasm
 //! plugins/recipes/* ──(wasm32-unknown-unknown)── wasm-tools ──> dist/recipes/<name>.wasm
 //! ui ──(wasm32-unknown-unknown)── wasm-bindgen ── wasm-opt ───> dist/ui/{index.html,*.js,*.wasm}
@@ -114,15 +115,18 @@ fn build_filters(layout: &Layout, dist: &Path) -> Result<()> {
         let from = artifact(layout, target, krate);
         let module = fs::read(&from)
             .with_context(|| format!("filter artifact {} missing", from.display()))?;
-        // Only the hooks the filter implements stay exported: Envoy skips the others.
-        let (module, removed) =
-            wasm_exports::strip_hooks(&module, wasm_exports::filter_hooks(name)?)
+        // Only the hooks the filter implements stay exported: Envoy skips the others. One
+        // build may give several modules (the auth filter's lean one lacks a hook).
+        for variant in wasm_exports::filter_variants(name)? {
+            let (stripped, removed) = wasm_exports::strip_hooks(&module, variant.hooks)
                 .with_context(|| format!("removing unused hooks from {}", from.display()))?;
-        eprintln!(
-            "{name}: {} unused proxy-wasm hooks unexported",
-            removed.len()
-        );
-        fs::write(dist.join(format!("{name}.wasm")), module)?;
+            eprintln!(
+                "{}: {} unused proxy-wasm hooks unexported",
+                variant.name,
+                removed.len()
+            );
+            fs::write(dist.join(format!("{}.wasm", variant.name)), stripped)?;
+        }
     }
     Ok(())
 }

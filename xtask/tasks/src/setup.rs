@@ -19,8 +19,8 @@ use crate::{
     paths::{self, Layout},
 };
 
-/// Debian packages: the wasm toolchain (rustc-web 1.96 + std sources + lld + wasi-libc),
-/// its clippy, the browser for UI tests, and load/reference tools.
+/// Debian packages every build needs: the wasm toolchain (rustc-web 1.96 + std sources + lld +
+/// wasi-libc), its clippy, and protoc for the coordinator's gRPC code.
 const APT_PACKAGES: &[&str] = &[
     "rustc-web",
     "cargo-web",
@@ -29,10 +29,13 @@ const APT_PACKAGES: &[&str] = &[
     "rust-web-clippy",
     "lld-22",
     "wasi-libc",
-    "chromium",
-    "sqlite3",
-    "wrk",
     "protobuf-compiler",
+];
+
+/// Debian packages only the tests and benchmarks use (`cargo xtask demo` skips them): the
+/// browser for UI tests and the load/reference tools.
+const APT_TEST_PACKAGES: &[&str] = &[
+    "chromium", "sqlite3", "wrk",
     // /usr/bin/time: peak RSS of each process in `cargo xtask bench storage`.
     "time",
 ];
@@ -59,8 +62,9 @@ const SYSROOT_STAMP_FORMAT: u32 = 1;
 type Step = fn(&Layout) -> Result<bool>;
 
 /// The steps, in order; `cargo xtask setup <step>...` runs only the named ones.
-pub const STEPS: [(&str, Step); 10] = [
+pub const STEPS: [(&str, Step); 11] = [
     ("apt", apt_packages),
+    ("apt-test", apt_test_packages),
     ("wasm-std", wasm_sysroots),
     ("wasm-tools", wasm_tools),
     ("wasm-bindgen", wasm_bindgen),
@@ -106,7 +110,16 @@ pub fn run(layout: &Layout, only: &[String]) -> Result<()> {
 }
 
 fn apt_packages(_: &Layout) -> Result<bool> {
-    let missing: Vec<&str> = APT_PACKAGES
+    apt_install(APT_PACKAGES)
+}
+
+fn apt_test_packages(_: &Layout) -> Result<bool> {
+    apt_install(APT_TEST_PACKAGES)
+}
+
+/// Installs the packages of `wanted` that dpkg does not list as installed.
+fn apt_install(wanted: &[&str]) -> Result<bool> {
+    let missing: Vec<&str> = wanted
         .iter()
         .copied()
         .filter(|p| {
@@ -354,13 +367,25 @@ fn wasm_tools(layout: &Layout) -> Result<bool> {
     Ok(true)
 }
 
-/// No TLS stack: wasm-bindgen's test-runner downloads are never used here.
+/// No TLS stack: wasm-bindgen's test-runner downloads are never used here. Optimised lightly
+/// (opt-level 1, no LTO, parallel codegen): it runs once per UI build on one small module, so a
+/// fully optimised build would cost the cold setup minutes of compiling for no visible gain.
 fn wasm_bindgen(layout: &Layout) -> Result<bool> {
     cargo_install_with(
         layout,
         "wasm-bindgen-cli",
         paths::WASM_BINDGEN_VERSION,
-        &["--no-default-features"],
+        &[
+            "--no-default-features",
+            "--config",
+            "profile.release.opt-level=1",
+            "--config",
+            "profile.release.lto=false",
+            "--config",
+            "profile.release.codegen-units=16",
+            "--config",
+            "profile.release.debug=0",
+        ],
         &layout.wasm_bindgen(),
     )
 }
@@ -387,14 +412,9 @@ fn wasm_opt(layout: &Layout) -> Result<bool> {
     let prefix = layout
         .tools_dir()
         .join(format!("binaryen-{}", paths::BINARYEN_NPM_VERSION));
-    fs::create_dir_all(&prefix)?;
-    run_cmd(
-        Command::new("npm")
-            .arg("install")
-            .arg("--prefix")
-            .arg(&prefix)
-            .args(["--no-audit", "--no-fund", "--loglevel=error"])
-            .arg(format!("binaryen@{}", paths::BINARYEN_NPM_VERSION)),
+    npm_install(
+        &prefix,
+        &format!("binaryen@{}", paths::BINARYEN_NPM_VERSION),
     )?;
     Ok(true)
 }
@@ -408,19 +428,24 @@ fn oidc_provider(layout: &Layout) -> Result<bool> {
     if fs::read_to_string(&stamp).is_ok_and(|s| s.contains(&want)) {
         return Ok(false);
     }
-    fs::create_dir_all(&prefix)?;
+    npm_install(
+        &prefix,
+        &format!("oidc-provider@{}", paths::OIDC_PROVIDER_NPM_VERSION),
+    )?;
+    Ok(true)
+}
+
+/// `npm install <spec>` into `prefix` (created), quietly.
+fn npm_install(prefix: &Path, spec: &str) -> Result<()> {
+    fs::create_dir_all(prefix)?;
     run_cmd(
         Command::new("npm")
             .arg("install")
             .arg("--prefix")
-            .arg(&prefix)
+            .arg(prefix)
             .args(["--no-audit", "--no-fund", "--loglevel=error"])
-            .arg(format!(
-                "oidc-provider@{}",
-                paths::OIDC_PROVIDER_NPM_VERSION
-            )),
-    )?;
-    Ok(true)
+            .arg(spec),
+    )
 }
 
 fn python_venv(layout: &Layout) -> Result<bool> {

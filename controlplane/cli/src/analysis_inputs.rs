@@ -1,0 +1,211 @@
+//! Which reports an `analysis run` job reads, from its `--session` and `--collection` flags
+//! (pure). One session (or none: the default one) is the service's `session`/`collection`
+//! form; several sessions, or one session given twice with different collections, are its
+//! `inputs` form, in order (A, then B, for `diff`):
+//!
+//! ```text
+//!  (no --session) [--collection C]        ──> {"session": <default>, "collection": C}
+//!  --session A [--collection C]           ──> {"session": A, "collection": C}
+//!  --session A:C                          ──> {"session": A, "collection": C}
+//!  --session A[:C] --session B[:D] ...    ──> {"inputs": [{"session": A, "collection": C},
+//!                                                         {"session": B, "collection": D}, ...]}
+//! ```
+
+use std::{fmt, str::FromStr};
+
+use nsight_analysis::service::job::{JobInput, MAX_INPUTS};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+/// One `--session` value: `UUID` or `UUID:COLLECTION`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionInput {
+    pub session: Uuid,
+    pub collection: Option<String>,
+}
+
+impl FromStr for SessionInput {
+    type Err = String;
+
+    fn from_str(value: &str) -> Result<Self, String> {
+        let (id, collection) = match value.split_once(':') {
+            Some((id, c)) => (id, Some(c)),
+            None => (value, None),
+        };
+        let session = Uuid::parse_str(id).map_err(|_| {
+            format!(
+                "{id:?} is not a session ID; write UUID or UUID:COLLECTION, e.g. \
+                 67e55044-10b1-426f-9247-bb680e5fe0c8:2"
+            )
+        })?;
+        let collection = match collection {
+            None => None,
+            Some("") => return Err("the collection after `:` is empty; write UUID:COLLECTION, e.g. 67e55044-10b1-426f-9247-bb680e5fe0c8:2, or just the UUID for every collection".into()),
+            Some(c) if !c.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '.' || ch == '-') => {
+                return Err(format!(
+                    "{c:?} is not a collection ID (letters, digits, `.` and `-`, as `nsight-cloud ls` shows them)"
+                ));
+            }
+            Some(c) => Some(c.to_owned()),
+        };
+        Ok(Self {
+            session,
+            collection,
+        })
+    }
+}
+
+impl fmt::Display for SessionInput {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.collection {
+            Some(c) => write!(f, "{}:{c}", self.session),
+            None => write!(f, "{}", self.session),
+        }
+    }
+}
+
+/// The reports of one job, as the flags give them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// One session (`None`: the tag's open one, else its latest) and maybe one collection.
+    One {
+        session: Option<Uuid>,
+        collection: Option<String>,
+    },
+    /// Two or more, in order.
+    Several(Vec<SessionInput>),
+}
+
+/// The scope `--session` (repeated) and `--collection` give; the error says what to write.
+pub fn scope(sessions: &[SessionInput], collection: Option<&str>) -> Result<Scope, String> {
+    match sessions {
+        [] => Ok(Scope::One {
+            session: None,
+            collection: collection.map(str::to_owned),
+        }),
+        [one] => match (&one.collection, collection) {
+            (Some(_), Some(_)) => Err(format!(
+                "the collection is given twice (--session {one} and --collection); give it once"
+            )),
+            (c, given) => Ok(Scope::One {
+                session: Some(one.session),
+                collection: c.clone().or_else(|| given.map(str::to_owned)),
+            }),
+        },
+        several if collection.is_some() => Err(format!(
+            "--collection names the collection of one session; with {} --session flags, give \
+             each its own as --session UUID:COLLECTION",
+            several.len()
+        )),
+        several if several.len() > MAX_INPUTS => Err(format!(
+            "a job reads at most {MAX_INPUTS} sessions or collections; got {}",
+            several.len()
+        )),
+        several => Ok(Scope::Several(several.to_vec())),
+    }
+}
+
+/// The `POST jobs` body of the single form: `session` (resolved) and maybe a collection.
+pub fn single_request(
+    recipe: &str,
+    args: &[String],
+    tag: &str,
+    session: Uuid,
+    collection: Option<&str>,
+) -> Value {
+    json!({
+        "recipe": recipe,
+        "args": args,
+        "session": session.to_string(),
+        "collection": collection,
+        "tag": tag,
+    })
+}
+
+/// The `POST jobs` body of the inputs form: `inputs` in order.
+pub fn inputs_request(recipe: &str, args: &[String], tag: &str, inputs: &[SessionInput]) -> Value {
+    let inputs: Vec<JobInput> = inputs
+        .iter()
+        .map(|i| JobInput {
+            session: i.session.to_string(),
+            collection: i.collection.clone(),
+        })
+        .collect();
+    json!({ "recipe": recipe, "args": args, "inputs": inputs, "tag": tag })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: &str = "67e55044-10b1-426f-9247-bb680e5fe0c8";
+    const B: &str = "0f6c6a52-51a7-4bbd-9d3b-2fd5a4a7c5a1";
+
+    fn input(s: &str) -> SessionInput {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn a_session_may_name_one_collection() {
+        assert_eq!(input(A).collection, None);
+        assert_eq!(input(&format!("{A}:2")).collection.as_deref(), Some("2"));
+        assert_eq!(input(&format!("{A}:2")).to_string(), format!("{A}:2"));
+        let err = format!("{A}:").parse::<SessionInput>().unwrap_err();
+        assert!(err.contains("empty"), "{err}");
+        let err = format!("{A}:../x").parse::<SessionInput>().unwrap_err();
+        assert!(err.contains("not a collection ID"), "{err}");
+        let err = "last".parse::<SessionInput>().unwrap_err();
+        assert!(err.contains("\"last\" is not a session ID"), "{err}");
+    }
+
+    #[test]
+    fn one_session_is_the_session_form_and_several_the_inputs_form() {
+        assert_eq!(
+            scope(&[], Some("1")).unwrap(),
+            Scope::One {
+                session: None,
+                collection: Some("1".into())
+            }
+        );
+        assert_eq!(
+            scope(&[input(&format!("{A}:3"))], None).unwrap(),
+            Scope::One {
+                session: Some(input(A).session),
+                collection: Some("3".into())
+            }
+        );
+        let err = scope(&[input(&format!("{A}:3"))], Some("1")).unwrap_err();
+        assert!(err.contains("given twice"), "{err}");
+        let two = [input(A), input(&format!("{B}:1"))];
+        let Scope::Several(inputs) = scope(&two, None).unwrap() else {
+            panic!("two sessions are the inputs form");
+        };
+        let body = inputs_request("diff", &[], "default", &inputs);
+        assert_eq!(
+            body,
+            json!({"recipe": "diff", "args": [], "tag": "default",
+                   "inputs": [{"session": A}, {"session": B, "collection": "1"}]})
+        );
+        let err = scope(&two, Some("1")).unwrap_err();
+        assert!(err.contains("--session UUID:COLLECTION"), "{err}");
+        let many = vec![input(A); MAX_INPUTS + 1];
+        let err = scope(&many, None).unwrap_err();
+        assert!(err.contains("at most 16"), "{err}");
+    }
+
+    #[test]
+    fn the_single_form_names_the_session_and_maybe_a_collection() {
+        let body = single_request(
+            "nvtx_sum",
+            &["--timeunit".into(), "usec".into()],
+            "t",
+            input(A).session,
+            None,
+        );
+        assert_eq!(
+            body,
+            json!({"recipe": "nvtx_sum", "args": ["--timeunit", "usec"], "session": A,
+                   "collection": null, "tag": "t"})
+        );
+    }
+}
