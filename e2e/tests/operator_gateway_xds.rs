@@ -15,8 +15,7 @@
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use nsight_e2e::{
-    envoy_bin, free_port, gateway::named_upstream, http, kube::Kube, wait_for, wasm_artifact,
-    TempDir,
+    envoy_bin, free_port, gateway::named_upstream, http, wait_for, wasm_artifact, TempDir,
 };
 use nsight_gateway::{
     bootstrap::Bootstrap,
@@ -32,7 +31,7 @@ use serde_json::{json, Value};
 
 #[path = "support/kube_client.rs"]
 mod kube_client;
-use kube_client::client;
+use kube_client::{client, cluster_with_crds};
 
 const NS: &str = "gw-e2e";
 const WAIT: Duration = Duration::from_secs(30);
@@ -64,17 +63,7 @@ fn status(addr: SocketAddr, key: Option<&str>) -> Option<(u16, String)> {
 #[test]
 fn gateway_gets_listeners_rotates_keys_and_keeps_serving_on_a_broken_tls_secret() {
     let wasm = wasm_artifact("nsight_auth_filter.wasm");
-    let kube = Kube::start();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    kube.install_crds(
-        nsight_api::crds::all()
-            .iter()
-            .map(|crd| serde_json::to_value(crd).unwrap()),
-    );
+    let (kube, rt) = cluster_with_crds();
     kube.create(
         "/api/v1/namespaces",
         &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}),

@@ -34,7 +34,7 @@ use serde_json::{json, Value};
 
 #[path = "support/kube_client.rs"]
 mod kube_client;
-use kube_client::client;
+use kube_client::{client, cluster_with_crds};
 
 const WAIT: Duration = Duration::from_secs(40);
 const SHARED: &str = "nsight-operator";
@@ -128,17 +128,7 @@ fn condition(kube: &Kube, path: &str, type_: &str) -> Option<Value> {
 
 #[test]
 fn a_shared_gateway_publishes_both_tenants_and_keeps_them_apart() {
-    let kube = Kube::start();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    kube.install_crds(
-        nsight_api::crds::all()
-            .iter()
-            .map(|crd| serde_json::to_value(crd).unwrap()),
-    );
+    let (kube, rt) = cluster_with_crds();
     namespace(&kube, SHARED, false);
     namespace(&kube, "team-a", true);
     namespace(&kube, "team-b", true);

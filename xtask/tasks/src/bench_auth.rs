@@ -437,17 +437,7 @@ fn wrk(addr: SocketAddr, authorization: Option<&str>) -> Result<(f64, f64, u64)>
     if let Some(line) = text.lines().find(|l| l.contains("Non-2xx")) {
         bail!("wrk saw refused requests ({}):\n{text}", line.trim());
     }
-    let rps = text
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("Requests/sec:"))
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .context("no Requests/sec in wrk's output")?;
-    let p99 = text
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("99%"))
-        .map(str::trim)
-        .and_then(wrk_ms)
-        .context("no 99% latency in wrk's output")?;
+    let (rps, p99) = crate::bench_gateway::wrk_rps_p99(&text)?;
     // "  123456 requests in 6.00s, 12.34MB read"
     let requests = text
         .lines()
@@ -455,17 +445,6 @@ fn wrk(addr: SocketAddr, authorization: Option<&str>) -> Result<(f64, f64, u64)>
         .and_then(|(n, _)| n.trim().parse::<u64>().ok())
         .context("no request count in wrk's output")?;
     Ok((rps, p99, requests))
-}
-
-/// `1.23ms`, `456.00us`, `1.02s` -> milliseconds.
-fn wrk_ms(v: &str) -> Option<f64> {
-    if let Some(us) = v.strip_suffix("us") {
-        return us.parse::<f64>().ok().map(|x| x / 1000.0);
-    }
-    if let Some(ms) = v.strip_suffix("ms") {
-        return ms.parse().ok();
-    }
-    v.strip_suffix('s')?.parse::<f64>().ok().map(|x| x * 1000.0)
 }
 
 #[cfg(test)]

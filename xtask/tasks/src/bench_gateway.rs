@@ -220,6 +220,11 @@ fn wrk(addr: SocketAddr, path: &str) -> Result<(f64, f64)> {
     if !out.status.success() {
         bail!("wrk failed: {text}");
     }
+    wrk_rps_p99(&text)
+}
+
+/// (req/s, p99 ms) from wrk's `--latency` output.
+pub fn wrk_rps_p99(text: &str) -> Result<(f64, f64)> {
     let rps = text
         .lines()
         .find_map(|l| l.trim().strip_prefix("Requests/sec:"))
