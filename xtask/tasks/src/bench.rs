@@ -25,6 +25,18 @@ use nsight_e2e::{free_port, http, process::Running, wait_for, wait_for_tcp, Temp
 
 use crate::{cmd::run as run_cmd, paths::Layout};
 
+/// `cargo build --release <args>` in the host target dir; the directory the binaries land in.
+pub(crate) fn build_release(layout: &Layout, args: &[&str]) -> Result<PathBuf> {
+    run_cmd(
+        Command::new("cargo")
+            .current_dir(&layout.root)
+            .env("CARGO_TARGET_DIR", layout.host_target())
+            .args(["build", "--release"])
+            .args(args),
+    )?;
+    Ok(layout.host_target().join("release"))
+}
+
 pub fn run(layout: &Layout, args: &[String]) -> Result<()> {
     match args.first().map(String::as_str) {
         Some("coordinator") => {
@@ -125,22 +137,7 @@ fn get_json(addr: SocketAddr, path: &str) -> Result<serde_json::Value> {
 fn coordinator(layout: &Layout, agents: u32, bin_dir: Option<PathBuf>) -> Result<()> {
     let bin = match bin_dir {
         Some(dir) => dir,
-        None => {
-            run_cmd(
-                Command::new("cargo")
-                    .current_dir(&layout.root)
-                    .env("CARGO_TARGET_DIR", layout.host_target())
-                    .args([
-                        "build",
-                        "--release",
-                        "-p",
-                        "nsight-coordinator",
-                        "-p",
-                        "nsight-agent",
-                    ]),
-            )?;
-            layout.host_target().join("release")
-        }
+        None => build_release(layout, &["-p", "nsight-coordinator", "-p", "nsight-agent"])?,
     };
     let load_before = load_average();
     let dir = TempDir::new("bench-coordinator");

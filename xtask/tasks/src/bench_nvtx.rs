@@ -82,13 +82,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 pub fn nvtx(layout: &Layout) -> Result<()> {
-    run_cmd(
-        Command::new("cargo")
-            .current_dir(&layout.root)
-            .env("CARGO_TARGET_DIR", layout.host_target())
-            .args(["build", "--release", "-p", "nsight-agent-nvtx"]),
-    )?;
-    let lib = layout.host_target().join("release/libnsight_nvtx.so");
+    let lib = crate::bench::build_release(layout, &["-p", "nsight-agent-nvtx"])?
+        .join("libnsight_nvtx.so");
     let include = std::fs::read_dir(layout.venv().join("lib"))?
         .filter_map(Result::ok)
         .map(|e| e.path().join("site-packages/nvidia/nvtx/include"))

@@ -222,14 +222,7 @@ fn timings(log: &str, kind: &str) -> Vec<f64> {
 }
 
 fn hwm_kb(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
+    crate::bench_webhook::proc_status_kb(pid, "VmHWM:")
 }
 
 #[cfg(test)]

@@ -267,18 +267,9 @@ pub fn recipes(layout: &Layout, rows: u64) -> Result<()> {
         .unwrap_or_else(|| layout.root.join("../shared/testdata/nsys"));
     let real = testdata.join("gtls/report1.sqlite");
     let synthetic = synthetic(layout, &real, rows)?;
-    run_cmd(
-        Command::new("cargo")
-            .current_dir(&layout.root)
-            .env("CARGO_TARGET_DIR", layout.host_target())
-            .args([
-                "build",
-                "--release",
-                "-p",
-                "nsight-analysis",
-                "--bin",
-                "nsight-recipe-run",
-            ]),
+    crate::bench::build_release(
+        layout,
+        &["-p", "nsight-analysis", "--bin", "nsight-recipe-run"],
     )?;
     let mut results = Vec::new();
     for (input, runs) in [(real.as_path(), 3), (synthetic.as_path(), 1)] {

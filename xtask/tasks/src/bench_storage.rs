@@ -19,7 +19,7 @@ use nsight_e2e::{
     TempDir,
 };
 
-use crate::{cmd, cmd::run as run_cmd, paths::Layout};
+use crate::{cmd, paths::Layout};
 
 const BUCKET: &str = "bench";
 const REGION: &str = "us-east-1";
@@ -122,14 +122,11 @@ pub fn storage(layout: &Layout, size_mib: u64) -> Result<()> {
         }
         std::env::set_var("NSIGHT_S3S_FS_BIN", layout.s3s_fs());
     }
-    run_cmd(
-        Command::new("cargo")
-            .current_dir(&layout.root)
-            .env("CARGO_TARGET_DIR", layout.host_target())
-            .args(["build", "--release", "-p", "nsight-storage"])
-            .args(["--bin", "nsight-storage-bench"]),
-    )?;
-    let ours: PathBuf = layout.host_target().join("release/nsight-storage-bench");
+    let ours: PathBuf = crate::bench::build_release(
+        layout,
+        &["-p", "nsight-storage", "--bin", "nsight-storage-bench"],
+    )?
+    .join("nsight-storage-bench");
 
     let dir = TempDir::new("bench-storage");
     let src = dir.path().join("src.bin");

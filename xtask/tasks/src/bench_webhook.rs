@@ -49,13 +49,7 @@ const PODS: usize = 200;
 
 /// Builds `nsight-operator` and `nsight-webhook-bench` (release); the directory holding them.
 pub(crate) fn build_release(layout: &Layout) -> Result<PathBuf> {
-    run_cmd(
-        Command::new("cargo")
-            .current_dir(&layout.root)
-            .env("CARGO_TARGET_DIR", layout.host_target())
-            .args(["build", "--release", "-p", "nsight-operator", "--bins"]),
-    )?;
-    Ok(layout.host_target().join("release"))
+    crate::bench::build_release(layout, &["-p", "nsight-operator", "--bins"])
 }
 
 /// The `p`-th percentile (nearest rank) of ascending `sorted`.
@@ -331,11 +325,16 @@ fn measure(bench: &Path, d: &Path, port: u16, what: &str) -> Result<Value> {
 }
 
 pub(crate) fn rss_kb(pid: u32) -> u64 {
+    proc_status_kb(pid, "VmRSS:")
+}
+
+/// A `kB` field of `/proc/<pid>/status` (`VmRSS:`, `VmHWM:`), 0 when unreadable.
+pub(crate) fn proc_status_kb(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
+                .find(|l| l.starts_with(field))
                 .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
         })
         .unwrap_or(0)
