@@ -76,18 +76,22 @@ fn a_job_over_several_sessions_runs_on_the_service_in_order() {
         "{out}"
     );
 
-    // The same with --output json: the service's job names both inputs and reports, in order.
+    // The same with --output json, this command's flags after the recipe's own argument: the
+    // recipe gets only its argument; the job names both inputs and reports, in order.
     let job = cli.json(&[
         "analysis",
         "run",
         "diff",
+        "--timeunit",
+        "nsec",
         "--session",
         A,
+        "--wait",
         "--session",
         &b1,
-        "--wait",
     ]);
     assert_eq!(job["status"], "succeeded", "{job:#}");
+    assert_eq!(job["args"], json!(["--timeunit", "nsec"]), "{job:#}");
     assert_eq!(
         job["inputs"],
         json!([{ "session": A }, { "session": B, "collection": "1" }])

@@ -40,7 +40,8 @@ pub enum AnalysisCommand {
 pub struct RunArgs {
     /// The recipe, e.g. nvtx_sum.
     pub name: String,
-    /// The recipe's own arguments, e.g. --timeunit usec (put them after `--`).
+    /// The recipe's own arguments, e.g. --timeunit usec (this command's own flags may come
+    /// before or after them; after `--` everything is the recipe's).
     #[arg(allow_hyphen_values = true, trailing_var_arg = true)]
     pub args: Vec<String>,
     /// The session whose reports to analyse [default: the active one, else the latest];
@@ -54,8 +55,7 @@ pub struct RunArgs {
     /// Wait for the job to finish and print its tables' files.
     #[arg(long)]
     pub wait: bool,
-    /// Run the recipe here, with no server, on this report (repeat for several; may also come
-    /// after the recipe's arguments).
+    /// Run the recipe here, with no server, on this report (repeat for several).
     #[arg(long, value_name = "FILE.sqlite")]
     pub input: Vec<PathBuf>,
     /// With --input: where to write the CSVs, notebook.ipynb and notebook.html [default: a new
@@ -70,6 +70,23 @@ pub struct RunArgs {
     /// ~/.cache/nsight-cloud/compiled].
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
+}
+
+impl RunArgs {
+    /// No recipe and nothing set (a placeholder while the parsed one is rewritten).
+    pub fn empty() -> Self {
+        Self {
+            name: String::new(),
+            args: Vec::new(),
+            session: Vec::new(),
+            collection: None,
+            wait: false,
+            input: Vec::new(),
+            output_dir: None,
+            recipes_dir: None,
+            cache_dir: None,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]

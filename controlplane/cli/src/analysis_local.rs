@@ -1,6 +1,6 @@
 //! `analysis run <name> [args..] --input FILE.sqlite [--input FILE2.sqlite] [--output DIR]`:
-//! the local form, with no server. This module is the glue only: it splits the local flags
-//! from the recipe's arguments, picks the recipes and cache directories, and prints; the run
+//! the local form, with no server. This module is the glue only: it picks the recipes and
+//! cache directories, and prints (flags after the recipe's arguments: analysis_flags.rs); the run
 //! itself is `nsight_analysis::local::run_local` (the service's host, limits and outputs).
 //!
 //! ```text
@@ -19,51 +19,6 @@ use nsight_analysis::{
 };
 
 use crate::analysis::{AnalysisCommand, RunArgs};
-
-/// The flags of the local form that may also come after the recipe's arguments (which clap
-/// collects as trailing values).
-const LOCAL_FLAGS: [&str; 4] = ["input", "output", "recipes-dir", "cache-dir"];
-
-/// The recipe arguments without the local flags, and the local flags found among them.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct Split {
-    pub recipe_args: Vec<String>,
-    pub inputs: Vec<PathBuf>,
-    pub output: Option<PathBuf>,
-    pub recipes_dir: Option<PathBuf>,
-    pub cache_dir: Option<PathBuf>,
-}
-
-/// Takes `--input X`, `--input=X` (and the other [`LOCAL_FLAGS`]) out of `args`.
-pub fn split_local_flags(args: &[String]) -> Result<Split, LocalError> {
-    let mut split = Split::default();
-    let mut rest = args.iter();
-    while let Some(arg) = rest.next() {
-        let flag = arg.strip_prefix("--").and_then(|f| {
-            let (name, value) = f.split_once('=').map_or((f, None), |(n, v)| (n, Some(v)));
-            LOCAL_FLAGS.contains(&name).then_some((name, value))
-        });
-        let Some((name, value)) = flag else {
-            split.recipe_args.push(arg.clone());
-            continue;
-        };
-        let value = match value {
-            Some(v) => v.to_owned(),
-            None => rest
-                .next()
-                .cloned()
-                .ok_or_else(|| LocalError::Args(format!("--{name} needs a value")))?,
-        };
-        let value = PathBuf::from(value);
-        match name {
-            "input" => split.inputs.push(value),
-            "output" => split.output = Some(value),
-            "recipes-dir" => split.recipes_dir = Some(value),
-            _ => split.cache_dir = Some(value),
-        }
-    }
-    Ok(split)
-}
 
 /// Where the compiled recipes are: `--recipes-dir`/`NSIGHT_RECIPES_DIR`, else
 /// `$NSIGHT_WASM_DIR/recipes` (where `cargo xtask build-wasm` puts them), else `recipes/` next
@@ -94,23 +49,20 @@ fn cache_dir(given: Option<PathBuf>) -> Option<PathBuf> {
         .or_else(|| env("HOME").map(|d| d.join(".cache/nsight-cloud/compiled")))
 }
 
-/// The local request when `command` is `run` with `--input` (given before or after the
-/// recipe's arguments); `None` for everything that goes to the server.
+/// The local request when `command` is `run` with `--input` (main.rs has already moved the
+/// flags given after the recipe's arguments into their fields); `None` for everything that
+/// goes to the server.
 pub fn local_request(command: &AnalysisCommand) -> Option<Result<LocalRequest, LocalError>> {
     let AnalysisCommand::Run(run) = command else {
         return None;
     };
-    let split = match split_local_flags(&run.args) {
-        Ok(s) => s,
-        Err(e) => return Some(Err(e)),
-    };
-    if run.input.is_empty() && split.inputs.is_empty() {
+    if run.input.is_empty() {
         return None;
     }
-    Some(build(run, split))
+    Some(build(run))
 }
 
-fn build(run: &RunArgs, split: Split) -> Result<LocalRequest, LocalError> {
+fn build(run: &RunArgs) -> Result<LocalRequest, LocalError> {
     if !run.session.is_empty() || run.collection.is_some() || run.wait {
         return Err(LocalError::Args(
             "--session, --collection and --wait are for jobs on the server; with --input the \
@@ -120,11 +72,11 @@ fn build(run: &RunArgs, split: Split) -> Result<LocalRequest, LocalError> {
     }
     Ok(LocalRequest {
         recipe: run.name.clone(),
-        args: split.recipe_args,
-        inputs: run.input.iter().cloned().chain(split.inputs).collect(),
-        output_dir: split.output.or_else(|| run.output_dir.clone()),
-        recipes_dir: recipes_dir(split.recipes_dir.or_else(|| run.recipes_dir.clone())),
-        cache_dir: cache_dir(split.cache_dir.or_else(|| run.cache_dir.clone())),
+        args: run.args.clone(),
+        inputs: run.input.clone(),
+        output_dir: run.output_dir.clone(),
+        recipes_dir: recipes_dir(run.recipes_dir.clone()),
+        cache_dir: cache_dir(run.cache_dir.clone()),
         limits: Limits::default(),
     })
 }
@@ -155,37 +107,6 @@ pub fn run(request: Result<LocalRequest, LocalError>, json: bool) -> Result<(), 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn strings(s: &[&str]) -> Vec<String> {
-        s.iter().map(|x| (*x).to_owned()).collect()
-    }
-
-    #[test]
-    fn local_flags_come_out_of_the_recipe_arguments() {
-        let s = split_local_flags(&strings(&[
-            "--timeunit",
-            "usec",
-            "--input",
-            "a.sqlite",
-            "--input=b.sqlite",
-            "--output",
-            "out",
-            "--name=base",
-        ]))
-        .unwrap();
-        assert_eq!(
-            s.recipe_args,
-            strings(&["--timeunit", "usec", "--name=base"])
-        );
-        assert_eq!(
-            s.inputs,
-            [PathBuf::from("a.sqlite"), PathBuf::from("b.sqlite")]
-        );
-        assert_eq!(s.output, Some(PathBuf::from("out")));
-        let err = split_local_flags(&strings(&["--input"])).unwrap_err();
-        assert_eq!(err.to_string(), "--input needs a value");
-        assert_eq!(err.exit_code(), 2);
-    }
 
     #[test]
     fn an_explicit_cache_dir_wins() {

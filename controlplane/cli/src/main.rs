@@ -12,6 +12,7 @@
 //! configuration error, 3 the gateway could not be reached.
 
 mod analysis;
+mod analysis_flags;
 mod analysis_inputs;
 mod analysis_local;
 mod api;
@@ -282,7 +283,14 @@ struct Ctx<'a> {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
+    if let Command::Analysis(analysis::AnalysisCommand::Run(run)) = &mut cli.command {
+        let given = std::mem::replace(run, analysis::RunArgs::empty());
+        match analysis_flags::lift_trailing_flags(given) {
+            Ok(lifted) => *run = lifted,
+            Err(message) => return fail(&cli, None, &Failure::Usage(message)),
+        }
+    }
     if cli.verbose {
         let _ = tracing_subscriber::fmt()
             .with_writer(io::stderr)

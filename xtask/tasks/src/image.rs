@@ -24,6 +24,10 @@ use anyhow::{bail, Context, Result};
 
 use crate::{bench_webhook::build_release, cmd::run as run_cmd, paths::Layout, wasm};
 
+/// The auth filter without its response hook (`wasm_exports.rs`), loaded by operator gateways
+/// for API-key and JWT listeners (the operator's `LEAN_AUTH_WASM`).
+const LEAN_AUTH_FILTER: &str = "nsight_auth_filter_lean.wasm";
+
 /// The image's repository when `--repository` is not given (the chart's `image.repository`).
 const DEFAULT_REPOSITORY: &str = "nvcr.io/nvidia/devtools";
 
@@ -80,7 +84,8 @@ pub fn run(layout: &Layout, args: &[String]) -> Result<()> {
 }
 
 /// Writes the build context into `context` (emptied first): the Containerfile, the binary and
-/// `plugins/<filter>.wasm` for every filter the gateways load. Returns the plugin paths.
+/// `plugins/<filter>.wasm` for every filter the gateways load (and the auth filter's lean
+/// variant, which operator gateways load for API-key and JWT). Returns the plugin paths.
 pub fn stage(
     context: &Path,
     containerfile: &Path,
@@ -102,8 +107,11 @@ pub fn stage(
     copy(containerfile, &context.join("Containerfile"))?;
     copy(binary, &context.join("nsight-operator"))?;
     let mut plugins = Vec::new();
-    for (_, name) in wasm::FILTERS {
-        let file = format!("{name}.wasm");
+    let files = wasm::FILTERS
+        .iter()
+        .map(|(_, name)| format!("{name}.wasm"))
+        .chain([LEAN_AUTH_FILTER.to_owned()]);
+    for file in files {
         let from = dist.join(&file);
         if !from.is_file() {
             bail!(
@@ -145,13 +153,14 @@ mod tests {
         for (_, name) in wasm::FILTERS {
             fs::write(dist.join(format!("{name}.wasm")), b"\0asm\x01\0\0\0").unwrap();
         }
+        fs::write(dist.join(LEAN_AUTH_FILTER), b"\0asm").unwrap();
         // Only the filters the gateways load, not every artifact of the dist dir.
-        fs::write(dist.join("nsight_auth_filter_lean.wasm"), b"\0asm").unwrap();
+        fs::write(dist.join("nsight_other.wasm"), b"\0asm").unwrap();
         fs::write(d.join("Containerfile"), "FROM scratch\n").unwrap();
         fs::write(d.join("bin"), b"\x7fELF").unwrap();
         let context = d.join("context");
         let plugins = stage(&context, &d.join("Containerfile"), &d.join("bin"), &dist).unwrap();
-        assert_eq!(plugins.len(), wasm::FILTERS.len());
+        assert_eq!(plugins.len(), wasm::FILTERS.len() + 1);
         let mut names: Vec<String> = fs::read_dir(context.join("plugins"))
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -159,7 +168,11 @@ mod tests {
         names.sort();
         assert_eq!(
             names,
-            ["nsight_auth_filter.wasm", "nsight_routing_filter.wasm"]
+            [
+                "nsight_auth_filter.wasm",
+                "nsight_auth_filter_lean.wasm",
+                "nsight_routing_filter.wasm"
+            ]
         );
         assert!(context.join("nsight-operator").is_file());
         assert!(context.join("Containerfile").is_file());
