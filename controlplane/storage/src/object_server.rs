@@ -76,18 +76,7 @@ pub fn parse_range(header: Option<&str>, size: u64) -> RangeRequest {
 }
 
 fn problem(status: StatusCode, detail: &str) -> Response {
-    let body = serde_json::json!({
-        "type": "about:blank",
-        "title": status.canonical_reason().unwrap_or("error"),
-        "status": status.as_u16(),
-        "detail": detail,
-    });
-    (
-        status,
-        [(header::CONTENT_TYPE, "application/problem+json")],
-        body.to_string(),
-    )
-        .into_response()
+    nsight_problem::Problem::new(status.as_u16(), detail).into_response()
 }
 
 async fn object(

@@ -169,6 +169,24 @@ macro_rules! wit_glue {
             }
         }
 
+        /// The arguments `describe` lists, from the SDK's `(name, description, default)`
+        /// triples: `wit_arguments(&STATS_ARGUMENTS)`, or a recipe's own chained with them.
+        #[allow(dead_code, reason = "a recipe may list its arguments by hand")]
+        pub(crate) fn wit_arguments<'a>(
+            specs: impl ::std::iter::IntoIterator<
+                Item = &'a (&'a str, &'a str, ::std::option::Option<&'a str>),
+            >,
+        ) -> ::std::vec::Vec<$m::nsight::recipe::types::Argument> {
+            specs
+                .into_iter()
+                .map(|(name, description, default)| $m::nsight::recipe::types::Argument {
+                    name: (*name).into(),
+                    description: (*description).into(),
+                    default_value: default.map(::std::convert::Into::into),
+                })
+                .collect()
+        }
+
         /// Runs `recipe` on this component's report and converts its output for `run`.
         fn wit_run(
             args: ::std::vec::Vec<(::std::string::String, ::std::string::String)>,

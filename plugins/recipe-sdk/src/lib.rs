@@ -42,7 +42,7 @@ pub use numbers::{count_arg, number_arg, time_value};
 pub use report::{Report, Schema};
 pub use stats::{percent, round_half_away, Stats};
 pub use summary::{
-    size_summary_columns, size_summary_table, summary_columns, summary_table, Group,
+    size_summary_columns, size_summary_table, summary_columns, summary_table, Group, GroupsById,
     SizeSummarySpec, SummarySpec, BYTES_PER_MB,
 };
 pub use value::{Column, ColumnKind, Figure, Output, Table, Value};

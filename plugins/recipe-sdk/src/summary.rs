@@ -7,7 +7,7 @@
 //! are integers; with another unit every time column is the nanosecond value (after that
 //! rounding) divided by 1e3, 1e6 or 1e9, unrounded.
 
-use std::cmp::Ordering;
+use std::{cmp::Ordering, collections::HashMap};
 
 use crate::{percent, round_half_away, Column, ColumnKind, Stats, Table, TimeUnit, Value};
 
@@ -35,6 +35,31 @@ pub struct Group {
     pub id: i64,
     /// Durations in nanoseconds.
     pub durations: Vec<i64>,
+}
+
+/// Groups being filled row by row, keyed by an id (e.g. a name id), each labelled once, when
+/// its first row arrives.
+#[derive(Debug, Default)]
+pub struct GroupsById(HashMap<i64, Group>);
+
+impl GroupsById {
+    /// Adds `duration` (ns) to group `id`, creating it with `labels()` the first time.
+    pub fn add(&mut self, id: i64, labels: impl FnOnce() -> Vec<String>, duration: i64) {
+        self.0
+            .entry(id)
+            .or_insert_with(|| Group {
+                labels: labels(),
+                id,
+                durations: Vec::new(),
+            })
+            .durations
+            .push(duration);
+    }
+
+    /// The groups, in no particular order ([`summary_table`] orders them).
+    pub fn into_groups(self) -> Vec<Group> {
+        self.0.into_values().collect()
+    }
 }
 
 /// The columns of a summary table for `spec`.
@@ -207,6 +232,28 @@ mod tests {
             id: 0,
             durations: d.to_vec(),
         }
+    }
+
+    #[test]
+    fn groups_by_id_label_once_and_keep_every_duration() {
+        let mut groups = GroupsById::default();
+        let mut labelled = 0;
+        for (id, d) in [(7, 5), (3, 1), (7, 6)] {
+            groups.add(
+                id,
+                || {
+                    labelled += 1;
+                    vec![format!("n{id}")]
+                },
+                d,
+            );
+        }
+        let mut groups = groups.into_groups();
+        groups.sort_by_key(|g| g.id);
+        assert_eq!(labelled, 2);
+        assert_eq!(groups[0].labels, ["n3"]);
+        assert_eq!(groups[1].durations, [5, 6]);
+        assert_eq!(groups[1].id, 7);
     }
 
     #[test]

@@ -1,41 +1,9 @@
-//! RFC 9457 problem details: every refusal the REST API gives, with a message a person can act on.
+//! The coordinator's errors as RFC 9457 problem details (`nsight_problem::Problem`).
 
-use axum::{
-    http::{header, StatusCode},
-    response::{IntoResponse, Response},
-};
-use serde::Serialize;
+pub use nsight_problem::Problem;
 
 use super::hub::HubError;
 use crate::state::{CoordError, ValidationError};
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Problem {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    title: &'static str,
-    status: u16,
-    detail: String,
-}
-
-impl Problem {
-    pub fn new(status: u16, detail: impl Into<String>) -> Self {
-        let title = StatusCode::from_u16(status)
-            .ok()
-            .and_then(|s| s.canonical_reason())
-            .unwrap_or("Error");
-        Self {
-            kind: "about:blank",
-            title,
-            status,
-            detail: detail.into(),
-        }
-    }
-
-    pub fn bad_request(detail: impl Into<String>) -> Self {
-        Self::new(400, detail)
-    }
-}
 
 impl From<CoordError> for Problem {
     fn from(e: CoordError) -> Self {
@@ -58,18 +26,5 @@ impl From<HubError> for Problem {
                 Self::new(503, HubError::Store(source).to_string())
             }
         }
-    }
-}
-
-impl IntoResponse for Problem {
-    fn into_response(self) -> Response {
-        let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let body = serde_json::to_string(&self).unwrap_or_default();
-        (
-            status,
-            [(header::CONTENT_TYPE, "application/problem+json")],
-            body,
-        )
-            .into_response()
     }
 }

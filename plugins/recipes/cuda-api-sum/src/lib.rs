@@ -9,16 +9,14 @@
 //! out with a note. The statistics and their order come from `nsight-recipe-sdk`
 //! (docs/recipes.md).
 
-use std::collections::HashMap;
-
 use nsight_recipe_sdk::{
-    strip_api_version, summary_table, time_window, Args, Group, Output, Report, Schema,
+    strip_api_version, summary_table, time_window, Args, Group, GroupsById, Output, Report, Schema,
     SummarySpec, Value, Window, FILTER_ARGS, STATS_ARGUMENTS,
 };
 
 nsight_recipe_sdk::recipe_component!(ApiSum);
 
-use component::{log, Argument, Guest, Level, Output as WitOutput, RecipeInfo};
+use component::{log, Guest, Level, Output as WitOutput, RecipeInfo};
 
 const TABLE: &str = "CUPTI_ACTIVITY_KIND_RUNTIME";
 /// `TRACE_PROCESS_EVENT_CUDABACKTRACE` in `ENUM_NSYS_EVENT_CLASS`.
@@ -36,14 +34,7 @@ impl Guest for ApiSum {
                           number of calls, total, average, median, min, max and standard \
                           deviation, sorted by total time."
                 .into(),
-            arguments: STATS_ARGUMENTS
-                .iter()
-                .map(|(name, description, default)| Argument {
-                    name: (*name).into(),
-                    description: (*description).into(),
-                    default_value: default.map(Into::into),
-                })
-                .collect(),
+            arguments: wit_arguments(&STATS_ARGUMENTS),
         }
     }
 
@@ -94,7 +85,7 @@ fn calls(
          LEFT JOIN StringIds AS s ON s.id = r.nameId WHERE {}",
         window.sql("r")
     );
-    let mut groups: HashMap<i64, Group> = HashMap::new();
+    let mut groups = GroupsById::default();
     let (mut backtraces, mut incomplete) = (0u64, 0u64);
     report.query(&sql, &[], &mut |row| {
         let [duration, name_id, name, class] = row else {
@@ -108,15 +99,11 @@ fn calls(
             incomplete += 1;
             return Ok(());
         };
-        groups
-            .entry(name_id)
-            .or_insert_with(|| Group {
-                labels: vec![strip_api_version(name.as_text().unwrap_or_default()).to_owned()],
-                id: name_id,
-                durations: Vec::new(),
-            })
-            .durations
-            .push(*duration);
+        groups.add(
+            name_id,
+            || vec![strip_api_version(name.as_text().unwrap_or_default()).to_owned()],
+            *duration,
+        );
         Ok(())
     })?;
     if backtraces > 0 {
@@ -130,5 +117,5 @@ fn calls(
             "{incomplete} calls have no start, end or name and are left out"
         ));
     }
-    Ok(groups.into_values().collect())
+    Ok(groups.into_groups())
 }

@@ -15,7 +15,7 @@ use nsight_recipe_sdk::{
 
 nsight_recipe_sdk::recipe_component!(KernHist);
 
-use component::{log, Argument, Guest, Level, Output as WitOutput, RecipeInfo};
+use component::{log, Guest, Level, Output as WitOutput, RecipeInfo};
 
 const TABLE: &str = "CUPTI_ACTIVITY_KIND_KERNEL";
 const NAME: &str = "cuda_gpu_kern_hist";
@@ -38,15 +38,7 @@ impl Guest for KernHist {
                           shortest to the longest kernel, with the count and share of kernels \
                           in each, as a table and a bar chart."
                 .into(),
-            arguments: own
-                .iter()
-                .chain(&STATS_ARGUMENTS)
-                .map(|(name, description, default)| Argument {
-                    name: (*name).into(),
-                    description: (*description).into(),
-                    default_value: default.map(Into::into),
-                })
-                .collect(),
+            arguments: wit_arguments(own.iter().chain(&STATS_ARGUMENTS)),
         }
     }
 

@@ -24,7 +24,7 @@ use nsight_recipe_sdk::{
 
 nsight_recipe_sdk::recipe_component!(KernSum);
 
-use component::{log, Argument, Guest, Level, Output as WitOutput, RecipeInfo};
+use component::{log, Guest, Level, Output as WitOutput, RecipeInfo};
 
 const TABLE: &str = "CUPTI_ACTIVITY_KIND_KERNEL";
 
@@ -40,23 +40,19 @@ impl Guest for KernSum {
                           count, total, average, median, min, max and standard deviation, \
                           sorted by total time."
                 .into(),
-            arguments: STATS_ARGUMENTS
-                .iter()
-                .take(1)
-                .chain(&[(
-                    "name",
-                    "Kernel names: demangled (full signature), base (short name) or mangled; \
+            arguments: wit_arguments(
+                STATS_ARGUMENTS
+                    .iter()
+                    .take(1)
+                    .chain(&[(
+                        "name",
+                        "Kernel names: demangled (full signature), base (short name) or mangled; \
                      nvtx-name (alone or as nvtx-name:base) prefixes the innermost NVTX range \
                      around the launch.",
-                    Some("demangled"),
-                )])
-                .chain(&STATS_ARGUMENTS[1..])
-                .map(|(name, description, default)| Argument {
-                    name: (*name).into(),
-                    description: (*description).into(),
-                    default_value: default.map(Into::into),
-                })
-                .collect(),
+                        Some("demangled"),
+                    )])
+                    .chain(&STATS_ARGUMENTS[1..]),
+            ),
         }
     }
 

@@ -16,7 +16,7 @@ use nsight_recipe_sdk::{
 
 nsight_recipe_sdk::recipe_component!(MemSizeSum);
 
-use component::{log, Argument, Guest, Level, Output as WitOutput, RecipeInfo};
+use component::{log, Guest, Level, Output as WitOutput, RecipeInfo};
 
 struct MemSizeSum;
 
@@ -38,15 +38,11 @@ impl Guest for MemSizeSum {
                           deviation, sorted by total size."
                 .into(),
             // No time columns, so no --timeunit.
-            arguments: STATS_ARGUMENTS
-                .iter()
-                .filter(|(name, _, _)| *name != "timeunit")
-                .map(|(name, description, default)| Argument {
-                    name: (*name).into(),
-                    description: (*description).into(),
-                    default_value: default.map(Into::into),
-                })
-                .collect(),
+            arguments: wit_arguments(
+                STATS_ARGUMENTS
+                    .iter()
+                    .filter(|(name, _, _)| *name != "timeunit"),
+            ),
         }
     }
 

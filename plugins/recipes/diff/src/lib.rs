@@ -26,10 +26,7 @@ mod component {
     use super::Diff;
     export!(Diff);
 
-    pub use nsight::recipe::{
-        host::{log, Level},
-        types::Argument,
-    };
+    pub use nsight::recipe::host::{log, Level};
 }
 
 /// The SDK's edge to the bindings, kept in a module so that every item of it is used.
@@ -78,7 +75,7 @@ mod glue {
     }
 }
 
-use component::{log, Argument, Level, RecipeInfo};
+use component::{log, Level, RecipeInfo};
 
 /// The arguments `diff` accepts (both reports get the same ones).
 const KNOWN: &[&str] = &["timeunit", "name"];
@@ -95,20 +92,11 @@ impl component::Guest for Diff {
                           and the change B - A; kernels in only one report are listed too. \
                           Give exactly two reports, A first."
                 .into(),
-            arguments: STATS_ARGUMENTS
-                .iter()
-                .take(1)
-                .chain(&[(
-                    "name",
-                    "Kernel names: demangled (full signature), base (short name) or mangled.",
-                    Some("demangled"),
-                )])
-                .map(|(name, description, default)| Argument {
-                    name: (*name).into(),
-                    description: (*description).into(),
-                    default_value: default.map(Into::into),
-                })
-                .collect(),
+            arguments: glue::wit_arguments(STATS_ARGUMENTS.iter().take(1).chain(&[(
+                "name",
+                "Kernel names: demangled (full signature), base (short name) or mangled.",
+                Some("demangled"),
+            )])),
         }
     }
 

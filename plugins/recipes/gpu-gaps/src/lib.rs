@@ -15,7 +15,7 @@ use nsight_recipe_sdk::{
 
 nsight_recipe_sdk::recipe_component!(GpuGaps);
 
-use component::{log, Argument, Guest, Level, Output as WitOutput, RecipeInfo};
+use component::{log, Guest, Level, Output as WitOutput, RecipeInfo};
 
 const NAME: &str = "gpu_gaps";
 
@@ -36,15 +36,7 @@ impl Guest for GpuGaps {
                           first and last GPU operation (kernel, memory copy, memset) when none \
                           of them runs, longer than the gap threshold, longest first."
                 .into(),
-            arguments: own
-                .iter()
-                .chain(&STATS_ARGUMENTS)
-                .map(|(name, description, default)| Argument {
-                    name: (*name).into(),
-                    description: (*description).into(),
-                    default_value: default.map(Into::into),
-                })
-                .collect(),
+            arguments: wit_arguments(own.iter().chain(&STATS_ARGUMENTS)),
         }
     }
 

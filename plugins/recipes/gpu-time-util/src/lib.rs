@@ -19,7 +19,7 @@ use nsight_recipe_sdk::{
 
 nsight_recipe_sdk::recipe_component!(TimeUtil);
 
-use component::{log, Argument, Guest, Level, Output as WitOutput, RecipeInfo};
+use component::{log, Guest, Level, Output as WitOutput, RecipeInfo};
 
 const NAME: &str = "gpu_time_util";
 /// At most this many bar charts (one per process and device).
@@ -50,15 +50,7 @@ impl Guest for TimeUtil {
                           parts and each part's kernel time is summed; the parts below the \
                           threshold are listed. Concurrent kernels can sum past 100 %."
                 .into(),
-            arguments: own
-                .iter()
-                .chain(&STATS_ARGUMENTS)
-                .map(|(name, description, default)| Argument {
-                    name: (*name).into(),
-                    description: (*description).into(),
-                    default_value: default.map(Into::into),
-                })
-                .collect(),
+            arguments: wit_arguments(own.iter().chain(&STATS_ARGUMENTS)),
         }
     }
 

@@ -19,7 +19,7 @@ use nsight_recipe_sdk::{
 
 nsight_recipe_sdk::recipe_component!(NvtxSum);
 
-use component::{log, Argument, Guest, Level, Output as WitOutput, RecipeInfo};
+use component::{log, Guest, Level, Output as WitOutput, RecipeInfo};
 
 struct NvtxSum;
 
@@ -33,14 +33,7 @@ impl Guest for NvtxSum {
                           and style: count, total, average, median, min, max and standard \
                           deviation, sorted by total time."
                 .into(),
-            arguments: STATS_ARGUMENTS
-                .iter()
-                .map(|(name, description, default)| Argument {
-                    name: (*name).into(),
-                    description: (*description).into(),
-                    default_value: default.map(Into::into),
-                })
-                .collect(),
+            arguments: wit_arguments(&STATS_ARGUMENTS),
         }
     }
 

@@ -7,16 +7,14 @@
 //! shown by name; rows of other classes are left out with a note. The statistics and their
 //! order come from `nsight-recipe-sdk` (docs/recipes.md).
 
-use std::collections::HashMap;
-
 use nsight_recipe_sdk::{
-    summary_table, time_window, Args, Group, Output, Report, Schema, SummarySpec, Value, Window,
-    STATS_ARGUMENTS,
+    summary_table, time_window, Args, Group, GroupsById, Output, Report, Schema, SummarySpec,
+    Value, Window, STATS_ARGUMENTS,
 };
 
 nsight_recipe_sdk::recipe_component!(OsrtSum);
 
-use component::{log, Argument, Guest, Level, Output as WitOutput, RecipeInfo};
+use component::{log, Guest, Level, Output as WitOutput, RecipeInfo};
 
 const TABLE: &str = "OSRT_API";
 /// The event class of OS runtime calls.
@@ -34,14 +32,7 @@ impl Guest for OsrtSum {
                           poll, read, ioctl, ...): number of calls, total, average, median, \
                           min, max and standard deviation, sorted by total time."
                 .into(),
-            arguments: STATS_ARGUMENTS
-                .iter()
-                .map(|(name, description, default)| Argument {
-                    name: (*name).into(),
-                    description: (*description).into(),
-                    default_value: default.map(Into::into),
-                })
-                .collect(),
+            arguments: wit_arguments(&STATS_ARGUMENTS),
         }
     }
 
@@ -82,7 +73,7 @@ fn calls(report: &dyn Report, window: &Window, out: &mut Output) -> Result<Vec<G
          LEFT JOIN StringIds AS s ON s.id = o.nameId WHERE {}",
         window.sql("o")
     );
-    let mut groups: HashMap<i64, Group> = HashMap::new();
+    let mut groups = GroupsById::default();
     let (mut other, mut incomplete) = (0u64, 0u64);
     report.query(&sql, &[], &mut |row| {
         let [duration, name_id, name, class] = row else {
@@ -96,15 +87,11 @@ fn calls(report: &dyn Report, window: &Window, out: &mut Output) -> Result<Vec<G
             incomplete += 1;
             return Ok(());
         };
-        groups
-            .entry(name_id)
-            .or_insert_with(|| Group {
-                labels: vec![name.as_text().unwrap_or_default().to_owned()],
-                id: name_id,
-                durations: Vec::new(),
-            })
-            .durations
-            .push(*duration);
+        groups.add(
+            name_id,
+            || vec![name.as_text().unwrap_or_default().to_owned()],
+            *duration,
+        );
         Ok(())
     })?;
     if other > 0 {
@@ -118,5 +105,5 @@ fn calls(report: &dyn Report, window: &Window, out: &mut Output) -> Result<Vec<G
             "{incomplete} calls have no start, end or name and are left out"
         ));
     }
-    Ok(groups.into_values().collect())
+    Ok(groups.into_groups())
 }
