@@ -35,7 +35,6 @@ pub fn auth_filter_config_with_clusters(
     behind: Behind<'_>,
     filter_clusters: &[(&str, SocketAddr)],
 ) -> String {
-    let filter_config = filter_config.replace('\'', "''");
     let (route, mut clusters) = match behind {
         Behind::DirectResponse(body) => (
             format!("direct_response: {{ status: 200, body: {{ inline_string: \"{body}\" }} }}"),
@@ -74,7 +73,20 @@ static_resources:
               - match: {{ prefix: "/" }}
                 {route}
           http_filters:
-          - name: nsight.auth
+{auth}          - name: envoy.filters.http.router
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
+{clusters}"#,
+        auth = wasm_auth_filter(filter, filter_config),
+    )
+}
+
+/// Our auth filter as one entry of a listener's `http_filters` (YAML, indented as above): the
+/// module at `filter` under V8, configured by `filter_config` (JSON, inline).
+pub fn wasm_auth_filter(filter: &Path, filter_config: &str) -> String {
+    let filter_config = filter_config.replace('\'', "''");
+    format!(
+        r#"          - name: nsight.auth
             typed_config:
               "@type": type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm
               config:
@@ -85,15 +97,13 @@ static_resources:
                 vm_config:
                   runtime: envoy.wasm.runtime.v8
                   code: {{ local: {{ filename: "{filter}" }} }}
-          - name: envoy.filters.http.router
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
-{clusters}"#,
+"#,
         filter = filter.display(),
     )
 }
 
-fn static_cluster(name: &str, addr: SocketAddr) -> String {
+/// One plain-HTTP `STATIC` cluster (an entry of `static_resources.clusters`).
+pub fn static_cluster(name: &str, addr: SocketAddr) -> String {
     format!(
         r#"  - name: {name}
     type: STATIC

@@ -33,6 +33,7 @@
 
 use std::{
     net::SocketAddr,
+    path::Path,
     process::Command,
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
@@ -309,36 +310,12 @@ fn listener(name: &str, port: u16, filter: &str, action: &str) -> String {
 }
 
 fn backend_cluster(port: u16) -> String {
-    format!(
-        r#"  clusters:
-  - name: backend
-    type: STATIC
-    connect_timeout: 2s
-    load_assignment:
-      cluster_name: backend
-      endpoints:
-      - lb_endpoints:
-        - endpoint: {{ address: {{ socket_address: {{ address: 127.0.0.1, port_value: {port} }} }} }}
-"#
-    )
+    let cluster = nsight_e2e::envoy::static_cluster("backend", ([127, 0, 0, 1], port).into());
+    format!("  clusters:\n{cluster}")
 }
 
 fn wasm_filter(path: &str, config: &str) -> String {
-    let config = config.replace('\'', "''");
-    format!(
-        r#"          - name: nsight.auth
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm
-              config:
-                name: nsight_auth
-                configuration:
-                  "@type": type.googleapis.com/google.protobuf.StringValue
-                  value: '{config}'
-                vm_config:
-                  runtime: envoy.wasm.runtime.v8
-                  code: {{ local: {{ filename: "{path}" }} }}
-"#
-    )
+    nsight_e2e::envoy::wasm_auth_filter(Path::new(path), config)
 }
 
 fn native_jwt_filter(jwks: &str) -> String {
