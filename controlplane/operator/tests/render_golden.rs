@@ -95,10 +95,11 @@ fn check_golden(case: &str) {
     );
 }
 
-const CASES: [&str; 6] = [
+const CASES: [&str; 7] = [
     "coordinator",
     "coordinator-tls",
     "analysis-s3",
+    "analysis-minio",
     "analysis-local",
     "cloud-ui",
     "gateway",

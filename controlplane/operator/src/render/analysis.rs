@@ -1,13 +1,15 @@
 //! NsightAnalysis -> ServiceAccount, Service (`http` 8090) and the `nsight-analysis` Deployment.
 //!
-//! Storage: when `cloudStorageRef` names an NsightCloudStorageConfig with a `secretRef`, that
-//! Secret's `storage-config.yaml` (or `secretRef.key`) is mounted and passed as
-//! `--storage-config`; otherwise reports are read from a local directory (`--storage-dir`).
+//! Storage: when `cloudStorageRef` names an NsightCloudStorageConfig, its storage config (the
+//! external Secret's `storage-config.yaml` or `secretRef.key`, or the managed S3 server's
+//! generated Secret: `storage::config_secret`) is mounted and passed as `--storage-config`;
+//! otherwise (no reference, in-Pod or disabled storage) reports are read from a local directory
+//! (`--storage-dir`).
 
-use k8s_openapi::api::core::v1::{KeyToPath, SecretVolumeSource, Volume};
 use nsight_api::{NsightAnalysis, NsightCloudStorageConfig};
 
 use super::{
+    storage,
     workload::{self, Main, Port},
     Component, Desired, Object, Owner, RenderError, RenderSettings,
 };
@@ -18,8 +20,6 @@ pub const HTTP: Port = Port {
     name: "http",
     port: 8090,
 };
-/// The key of the storage Secret (the documented format).
-pub const STORAGE_CONFIG_KEY: &str = "storage-config.yaml";
 const STATE_DIR: &str = "/var/lib/nsight";
 const STORAGE_DIR: &str = "/etc/nsight/storage";
 /// Where the image holds the compiled recipes.
@@ -53,31 +53,10 @@ pub fn render(
         health_path: Some("/healthz"),
         ..Main::default()
     };
-    match storage.and_then(|s| s.spec.secret_ref.as_ref()) {
+    match storage.and_then(storage::config_secret) {
         Some(secret) => {
-            let key = secret
-                .key
-                .clone()
-                .unwrap_or_else(|| STORAGE_CONFIG_KEY.into());
-            main.volumes.push(Volume {
-                name: "storage-config".into(),
-                secret: Some(SecretVolumeSource {
-                    secret_name: Some(secret.name.clone()),
-                    items: Some(vec![KeyToPath {
-                        key,
-                        path: STORAGE_CONFIG_KEY.into(),
-                        ..KeyToPath::default()
-                    }]),
-                    ..SecretVolumeSource::default()
-                }),
-                ..Volume::default()
-            });
-            main.mounts
-                .push(workload::read_only("storage-config", STORAGE_DIR));
-            main.args.extend([
-                "--storage-config".into(),
-                format!("{STORAGE_DIR}/{STORAGE_CONFIG_KEY}"),
-            ]);
+            let file = storage::mount_config(&mut main, &secret, STORAGE_DIR);
+            main.args.extend(["--storage-config".into(), file]);
         }
         None => main
             .args

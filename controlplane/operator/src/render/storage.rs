@@ -18,8 +18,8 @@ use k8s_openapi::{
     api::{
         apps::v1::{StatefulSet, StatefulSetSpec},
         core::v1::{
-            EnvVar, EnvVarSource, PersistentVolumeClaim, PersistentVolumeClaimSpec, Secret,
-            SecretKeySelector, VolumeResourceRequirements,
+            EnvVar, EnvVarSource, KeyToPath, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+            Secret, SecretKeySelector, SecretVolumeSource, Volume, VolumeResourceRequirements,
         },
     },
     apimachinery::pkg::{api::resource::Quantity, apis::meta::v1::ObjectMeta},
@@ -110,6 +110,30 @@ pub fn config_secret(cr: &NsightCloudStorageConfig) -> Option<SecretRef> {
         }),
         Backend::Local | Backend::Disabled => None,
     }
+}
+
+/// Mounts `secret`'s storage config read-only in `main`, as `<dir>/storage-config.yaml` (volume
+/// `storage-config`), and returns that path for the component's flag or variable.
+pub(crate) fn mount_config(main: &mut Main, secret: &SecretRef, dir: &str) -> String {
+    let key = secret
+        .key
+        .clone()
+        .unwrap_or_else(|| STORAGE_CONFIG_KEY.into());
+    main.volumes.push(Volume {
+        name: "storage-config".into(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(secret.name.clone()),
+            items: Some(vec![KeyToPath {
+                key,
+                path: STORAGE_CONFIG_KEY.into(),
+                ..KeyToPath::default()
+            }]),
+            ..SecretVolumeSource::default()
+        }),
+        ..Volume::default()
+    });
+    main.mounts.push(workload::read_only("storage-config", dir));
+    format!("{dir}/{STORAGE_CONFIG_KEY}")
 }
 
 /// The desired objects; empty unless the server is managed.

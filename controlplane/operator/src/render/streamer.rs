@@ -5,7 +5,7 @@
 //! managed server's generated one, see `storage::config_secret`) is mounted and named by
 //! `NSIGHT_CLOUD_STORAGE_CONFIG_FILE`; `turn.enabled` sets `NSIGHT_STREAMER_TURN=1`. Pure.
 
-use k8s_openapi::api::core::v1::{EnvVar, KeyToPath, SecretVolumeSource, Volume};
+use k8s_openapi::api::core::v1::EnvVar;
 use nsight_api::{NsightCloudStorageConfig, NsightStreamer};
 
 use super::{
@@ -58,28 +58,8 @@ pub fn render(
         main.env.push(env("NSIGHT_STREAMER_TURN", "1"));
     }
     if let Some(secret) = storage.and_then(storage::config_secret) {
-        main.volumes.push(Volume {
-            name: "storage-config".into(),
-            secret: Some(SecretVolumeSource {
-                secret_name: Some(secret.name.clone()),
-                items: Some(vec![KeyToPath {
-                    key: secret
-                        .key
-                        .clone()
-                        .unwrap_or_else(|| storage::STORAGE_CONFIG_KEY.into()),
-                    path: storage::STORAGE_CONFIG_KEY.into(),
-                    ..KeyToPath::default()
-                }]),
-                ..SecretVolumeSource::default()
-            }),
-            ..Volume::default()
-        });
-        main.mounts
-            .push(workload::read_only("storage-config", STORAGE_DIR));
-        main.env.push(env(
-            "NSIGHT_CLOUD_STORAGE_CONFIG_FILE",
-            format!("{STORAGE_DIR}/{}", storage::STORAGE_CONFIG_KEY),
-        ));
+        let file = storage::mount_config(&mut main, &secret, STORAGE_DIR);
+        main.env.push(env("NSIGHT_CLOUD_STORAGE_CONFIG_FILE", file));
     }
     Ok(Desired {
         objects: vec![
