@@ -119,7 +119,8 @@ pub struct AnalysisProcess {
 
 impl AnalysisProcess {
     /// Starts `program` on `port` with reports in `store`, `state` as its state directory
-    /// (none: memory only) and `extra` arguments; the log goes to `log`.
+    /// (none: memory only) and `extra` arguments (a `--recipes-dir` there replaces the built
+    /// recipes); the log goes to `log`.
     pub fn start(
         program: &Path,
         port: u16,
@@ -129,13 +130,12 @@ impl AnalysisProcess {
     ) -> Self {
         let http: SocketAddr = ([127, 0, 0, 1], port).into();
         let mut cmd = Command::new(program);
-        cmd.arg("--http")
-            .arg(http.to_string())
-            .arg("--recipes-dir")
-            .arg(crate::wasm_artifact("recipes"))
-            .arg("--storage-dir")
-            .arg(store)
-            .args(extra);
+        cmd.arg("--http").arg(http.to_string());
+        if !extra.contains(&"--recipes-dir") {
+            cmd.arg("--recipes-dir")
+                .arg(crate::wasm_artifact("recipes"));
+        }
+        cmd.arg("--storage-dir").arg(store).args(extra);
         if let Some(state) = state {
             cmd.arg("--state-dir").arg(state);
         }

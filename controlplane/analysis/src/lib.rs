@@ -23,8 +23,10 @@ pub mod compile_cache;
 pub mod csv;
 mod cursor;
 pub mod local;
+pub mod output_check;
 pub mod recipe_host;
 pub mod report;
+pub mod sandbox;
 pub mod service;
 
 pub use csv::table_to_csv;

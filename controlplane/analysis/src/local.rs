@@ -248,20 +248,25 @@ pub fn run_local(req: &LocalRequest) -> Result<LocalRun, LocalError> {
     let run_ms = started.elapsed().as_millis();
     let reports: Vec<ReportResult> = outputs
         .into_iter()
-        .map(|(key, stem, out)| ReportResult {
-            tables: out
-                .tables
-                .into_iter()
-                .map(|t| {
-                    let file = match &stem {
-                        Some(s) => format!("{}_{}.csv", safe_name(s), safe_name(&t.name)),
-                        None => format!("{}.csv", safe_name(&t.name)),
-                    };
-                    (file, t)
-                })
-                .collect(),
-            notes: out.notes,
-            key,
+        .map(|(key, stem, out)| {
+            let file = |name: &str, ext: &str| match &stem {
+                Some(s) => format!("{}_{}.{ext}", safe_name(s), safe_name(name)),
+                None => format!("{}.{ext}", safe_name(name)),
+            };
+            ReportResult {
+                tables: out
+                    .tables
+                    .into_iter()
+                    .map(|t| (file(&t.name, "csv"), t))
+                    .collect(),
+                figures: out
+                    .figures
+                    .into_iter()
+                    .map(|f| (file(&f.name, "svg"), f))
+                    .collect(),
+                notes: out.notes,
+                key,
+            }
         })
         .collect();
     let output_dir = req
@@ -326,6 +331,9 @@ fn write_outputs(
         for (file, table) in &report.tables {
             files.push(write(dir.join(file), table_to_csv(table).as_bytes())?);
         }
+        for (file, figure) in &report.figures {
+            files.push(write(dir.join(file), figure.svg.as_bytes())?);
+        }
     }
     let header = JobHeader {
         id: uuid::Uuid::new_v4(),
@@ -338,7 +346,7 @@ fn write_outputs(
     let notebook =
         serde_json::to_string_pretty(&render::notebook(&header, reports)).unwrap_or_default();
     files.push(write(dir.join("notebook.ipynb"), notebook.as_bytes())?);
-    // The service's page links the CSVs under files/; here they sit next to the page. Every
+    // The service's page links the CSVs and SVGs under files/; here they sit next to it. Every
     // recipe string in the page is escaped, so only the page's own links match.
     let html = render::html(&header, reports).replace("<a href=\"files/", "<a href=\"");
     files.push(write(dir.join("notebook.html"), html.as_bytes())?);

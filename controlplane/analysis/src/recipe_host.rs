@@ -29,12 +29,14 @@ use std::{
 use sha2::{Digest, Sha256};
 use wasmtime::{
     component::{Component, HasSelf, Linker, Resource, ResourceTable},
-    Config, Engine, Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline,
+    Config, Engine, Store, UpdateDeadline,
 };
 
 use crate::compile_cache::DiskCache;
 pub use crate::compile_cache::LoadSource;
 use crate::report::{self, QueryError, QueryLimits, ReportDb, ReportError, StopFlag};
+pub use crate::sandbox::CallFailure;
+use crate::sandbox::{classify, CallLimiter, CallLog};
 
 mod bindings {
     wasmtime::component::bindgen!({
@@ -126,11 +128,12 @@ pub enum RecipeHostError {
     },
     #[error("recipe component does not fit the recipe or multi-recipe world (wit/recipe.wit)")]
     Instantiate(#[source] wasmtime::Error),
-    #[error("recipe call `{call}` failed (trap, fuel or memory limit)")]
+    /// The call stopped before returning: out of fuel, over the memory limit, a trap.
+    #[error("recipe call `{call}` stopped")]
     Call {
         call: &'static str,
         #[source]
-        source: wasmtime::Error,
+        source: CallFailure,
     },
     #[error("cannot open report {path}")]
     OpenReport {
@@ -200,8 +203,8 @@ impl RecipeOutput {
 
 /// Per-call state: the limits, the log lines, the report and the open cursors.
 struct CallState {
-    limits: StoreLimits,
-    log: Vec<LogLine>,
+    limits: CallLimiter,
+    log: CallLog,
     report: Option<ReportDb>,
     resources: ResourceTable,
 }
@@ -209,7 +212,7 @@ struct CallState {
 impl host::Host for CallState {
     fn log(&mut self, level: Level, message: String) -> wasmtime::Result<()> {
         tracing::debug!(?level, %message, "recipe log");
-        self.log.push(LogLine { level, message });
+        self.log.push(level, message);
         Ok(())
     }
 }
@@ -341,24 +344,9 @@ impl wit_report::HostCursor for CallState {
     }
 }
 
-/// Checks the output's invariants: every row has one value per column.
+/// [`crate::output_check::check_output`], as the host's error.
 fn check_output(output: &Output) -> Result<(), RecipeHostError> {
-    for t in &output.tables {
-        if let Some((i, row)) = t
-            .rows
-            .iter()
-            .enumerate()
-            .find(|(_, r)| r.len() != t.columns.len())
-        {
-            return Err(RecipeHostError::Output(format!(
-                "table {}: row {i} has {} values for {} columns",
-                t.name,
-                row.len(),
-                t.columns.len()
-            )));
-        }
-    }
-    Ok(())
+    crate::output_check::check_output(output).map_err(RecipeHostError::Output)
 }
 
 /// Compiles recipe components once (per process, and per cache directory when there is one)
@@ -507,15 +495,11 @@ impl RecipeHost {
         report: Option<ReportDb>,
         stop: StopFlag,
     ) -> Result<Store<CallState>, RecipeHostError> {
-        let limits = StoreLimitsBuilder::new()
-            .memory_size(self.limits.memory_bytes)
-            .instances(4)
-            .build();
         let mut store = Store::new(
             &self.engine,
             CallState {
-                limits,
-                log: Vec::new(),
+                limits: CallLimiter::new(self.limits.memory_bytes),
+                log: CallLog::default(),
                 report,
                 resources: ResourceTable::new(),
             },
@@ -539,20 +523,35 @@ impl RecipeHost {
     /// Calls the recipe's `describe` in a fresh sandbox (with no report).
     pub fn describe(&self, component: &Component) -> Result<RecipeInfo, RecipeHostError> {
         let mut store = self.store(None, StopFlag::default())?;
-        let call = |source| RecipeHostError::Call {
-            call: "describe",
-            source,
-        };
         match self.kind(component) {
-            RecipeKind::Single => Recipe::instantiate(&mut store, component, &self.linker)
-                .map_err(RecipeHostError::Instantiate)?
-                .call_describe(&mut store)
-                .map_err(call),
-            RecipeKind::Multi => MultiRecipe::instantiate(&mut store, component, &self.linker)
-                .map_err(RecipeHostError::Instantiate)?
-                .call_describe(&mut store)
-                .map_err(call),
+            RecipeKind::Single => {
+                let recipe = Recipe::instantiate(&mut store, component, &self.linker)
+                    .map_err(RecipeHostError::Instantiate)?;
+                self.call(&mut store, "describe", |s| recipe.call_describe(s))
+            }
+            RecipeKind::Multi => {
+                let recipe = MultiRecipe::instantiate(&mut store, component, &self.linker)
+                    .map_err(RecipeHostError::Instantiate)?;
+                self.call(&mut store, "describe", |s| recipe.call_describe(s))
+            }
         }
+    }
+
+    /// Runs one export call in `store`, explaining a call that stopped early (fuel, memory,
+    /// trap with the recipe's panic message) from what the store saw.
+    fn call<T>(
+        &self,
+        store: &mut Store<CallState>,
+        call: &'static str,
+        f: impl FnOnce(&mut Store<CallState>) -> wasmtime::Result<T>,
+    ) -> Result<T, RecipeHostError> {
+        f(store).map_err(|e| {
+            let state = store.data();
+            RecipeHostError::Call {
+                call,
+                source: classify(e, self.limits.fuel, &state.limits, &state.log),
+            }
+        })
     }
 
     /// Runs the recipe on the report at `report` (an nsys SQLite export, opened read-only) in
@@ -599,19 +598,15 @@ impl RecipeHost {
         let recipe = Recipe::instantiate(&mut store, component, &self.linker)
             .map_err(RecipeHostError::Instantiate)
             .map_err(stopped)?;
-        let result = recipe
-            .call_run(&mut store, args)
-            .map_err(|source| RecipeHostError::Call {
-                call: "run",
-                source,
-            })
+        let result = self
+            .call(&mut store, "run", |s| recipe.call_run(s, args))
             .map_err(stopped)?;
         if cancel.is_cancelled() {
             return Err(RecipeHostError::Cancelled);
         }
         let output = result.map_err(RecipeHostError::Recipe)?;
         check_output(&output)?;
-        let log = std::mem::take(&mut store.data_mut().log);
+        let log = store.data_mut().log.take();
         Ok(RecipeOutput {
             tables: output.tables,
             notes: output.notes,
@@ -691,11 +686,9 @@ impl RecipeHost {
             let recipe = MultiRecipe::instantiate(&mut store, component, &self.linker)
                 .map_err(RecipeHostError::Instantiate)
                 .map_err(stopped)?;
-            let result = recipe
-                .call_map(&mut store, args, index, count)
-                .map_err(|source| RecipeHostError::Call {
-                    call: "map",
-                    source,
+            let result = self
+                .call(&mut store, "map", |s| {
+                    recipe.call_map(s, args, index, count)
                 })
                 .map_err(stopped)?;
             if cancel.is_cancelled() {
@@ -703,7 +696,7 @@ impl RecipeHost {
             }
             let partial = result.map_err(|e| RecipeHostError::Recipe(format!("{label}: {e}")))?;
             check_output(&partial)?;
-            log.extend(store.data_mut().log.drain(..).map(|l| LogLine {
+            log.extend(store.data_mut().log.take().into_iter().map(|l| LogLine {
                 level: l.level,
                 message: format!("{label}: {}", l.message),
             }));
@@ -713,11 +706,9 @@ impl RecipeHost {
         let recipe = MultiRecipe::instantiate(&mut store, component, &self.linker)
             .map_err(RecipeHostError::Instantiate)
             .map_err(stopped)?;
-        let result = recipe
-            .call_reduce(&mut store, args, &partials)
-            .map_err(|source| RecipeHostError::Call {
-                call: "reduce",
-                source,
+        let result = self
+            .call(&mut store, "reduce", |s| {
+                recipe.call_reduce(s, args, &partials)
             })
             .map_err(stopped)?;
         if cancel.is_cancelled() {
@@ -725,7 +716,7 @@ impl RecipeHost {
         }
         let output = result.map_err(RecipeHostError::Recipe)?;
         check_output(&output)?;
-        log.append(&mut store.data_mut().log);
+        log.append(&mut store.data_mut().log.take());
         Ok(RecipeOutput {
             tables: output.tables,
             notes: output.notes,

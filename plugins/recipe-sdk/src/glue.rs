@@ -187,6 +187,19 @@ macro_rules! wit_glue {
                 .collect()
         }
 
+        /// Sends a panic's message (`panicked at <file>:<line>:<col>:\n<message>`) to the job's
+        /// log at error level before the component aborts, so that the host can say why the
+        /// call trapped. Idempotent; `wit_run` calls it.
+        #[allow(dead_code, reason = "a multi-recipe's reduce calls it by hand")]
+        pub(crate) fn log_panics() {
+            ::std::panic::set_hook(::std::boxed::Box::new(|info| {
+                $m::nsight::recipe::host::log(
+                    $m::nsight::recipe::host::Level::Error,
+                    &::std::format!("{info}"),
+                );
+            }));
+        }
+
         /// Runs `recipe` on this component's report and converts its output for `run`.
         fn wit_run(
             args: ::std::vec::Vec<(::std::string::String, ::std::string::String)>,
@@ -195,6 +208,7 @@ macro_rules! wit_glue {
                 &[(::std::string::String, ::std::string::String)],
             ) -> ::std::result::Result<$crate::Output, ::std::string::String>,
         ) -> ::std::result::Result<$m::nsight::recipe::types::Output, ::std::string::String> {
+            log_panics();
             recipe(&WitReport, &args).map(to_wit_output)
         }
     };

@@ -10,21 +10,15 @@ use crate::{
     setup, wasm,
 };
 
-/// Crates that only make sense on wasm32; the host stages skip them.
-const WASM_ONLY: &[&str] = &[
-    wasm::UI_CRATE,
-    "nsight-recipe-nvtx-sum",
-    "nsight-recipe-cuda-gpu-kern-sum",
-    "nsight-recipe-cuda-api-sum",
-    "nsight-recipe-sql",
-    "nsight-recipe-cuda-gpu-mem-time-sum",
-    "nsight-recipe-cuda-gpu-mem-size-sum",
-    "nsight-recipe-osrt-sum",
-    "nsight-recipe-cuda-gpu-kern-hist",
-    "nsight-recipe-gpu-time-util",
-    "nsight-recipe-gpu-gaps",
-    "nsight-recipe-diff",
-];
+/// Crates that only make sense on wasm32 (recipes, test recipes, the UI); the host stages
+/// skip them.
+fn wasm_only() -> impl Iterator<Item = &'static str> {
+    wasm::RECIPES
+        .iter()
+        .chain(wasm::TEST_RECIPES)
+        .map(|r| r.0)
+        .chain([wasm::UI_CRATE])
+}
 
 fn host_cargo(layout: &Layout, subcommand: &str) -> Command {
     let mut c = Command::new("cargo");
@@ -39,7 +33,7 @@ fn host_cargo(layout: &Layout, subcommand: &str) -> Command {
 
 fn host_workspace(c: &mut Command) {
     c.arg("--workspace");
-    for krate in WASM_ONLY {
+    for krate in wasm_only() {
         c.args(["--exclude", krate]);
     }
 }

@@ -5,6 +5,7 @@
 //!                                   └ also the response hook ──> dist/nsight_auth_filter_lean.wasm
 //! plugins/routing ──(wasm32-wasip1)── unused hooks unexported > dist/nsight_routing_filter.wasm
 //! plugins/recipes/* ──(wasm32-unknown-unknown)── wasm-tools ──> dist/recipes/<name>.wasm
+//! plugins/test-recipes/* ──(same)──────────────── wasm-tools ──> dist/test-recipes/<name>.wasm
 //! ui ──(wasm32-unknown-unknown)── wasm-bindgen ── wasm-opt ───> dist/ui/{index.html,*.js,*.wasm}
 //! ```
 //! Recipes are built for wasm32-unknown-unknown on purpose: the component then imports nothing
@@ -49,6 +50,9 @@ pub const RECIPES: &[(&str, &str)] = &[
     ("nsight-recipe-gpu-gaps", "gpu_gaps"),
     ("nsight-recipe-diff", "diff"),
 ];
+/// Recipe components only the tests load (they break the rules on purpose): never in
+/// `dist/recipes/`, so no service or CLI installs them.
+pub const TEST_RECIPES: &[(&str, &str)] = &[("nsight-test-recipe-misbehave", "misbehave")];
 pub const UI_CRATE: &str = "nsight-ui";
 
 /// A `cargo` command on the Debian toolchain, whose sysroot has the wasm32 std.
@@ -82,7 +86,14 @@ pub fn clippy(layout: &Layout) -> Result<()> {
     run(&mut c)?;
     let mut c = wasm_cargo(layout, "clippy");
     c.args(["--target", "wasm32-unknown-unknown"]);
-    packages(&mut c, RECIPES.iter().map(|r| r.0).chain([UI_CRATE]));
+    packages(
+        &mut c,
+        RECIPES
+            .iter()
+            .chain(TEST_RECIPES)
+            .map(|r| r.0)
+            .chain([UI_CRATE]),
+    );
     c.args(["--", "-D", "warnings"]);
     run(&mut c)
 }
@@ -90,6 +101,7 @@ pub fn clippy(layout: &Layout) -> Result<()> {
 pub fn build_all(layout: &Layout) -> Result<PathBuf> {
     let dist = layout.dist();
     fs::create_dir_all(dist.join("recipes"))?;
+    fs::create_dir_all(dist.join("test-recipes"))?;
     build_filters(layout, &dist)?;
     build_recipes(layout, &dist)?;
     build_ui(layout, &dist.join("ui"))?;
@@ -135,15 +147,18 @@ fn build_recipes(layout: &Layout, dist: &Path) -> Result<()> {
     let target = "wasm32-unknown-unknown";
     let mut c = wasm_cargo(layout, "build");
     c.args(["--profile", "wasm", "--target", target]);
-    packages(&mut c, RECIPES.iter().map(|r| r.0));
+    packages(&mut c, RECIPES.iter().chain(TEST_RECIPES).map(|r| r.0));
     run(&mut c)?;
-    for (krate, name) in RECIPES {
-        let core = artifact(layout, target, krate);
-        run(Command::new(layout.wasm_tools())
-            .args(["component", "new"])
-            .arg(&core)
-            .arg("-o")
-            .arg(dist.join("recipes").join(format!("{name}.wasm"))))?;
+    let sets = [(RECIPES, "recipes"), (TEST_RECIPES, "test-recipes")];
+    for (set, dir) in sets {
+        for (krate, name) in set {
+            let core = artifact(layout, target, krate);
+            run(Command::new(layout.wasm_tools())
+                .args(["component", "new"])
+                .arg(&core)
+                .arg("-o")
+                .arg(dist.join(dir).join(format!("{name}.wasm"))))?;
+        }
     }
     Ok(())
 }

@@ -68,18 +68,32 @@ pub fn output_prefix(tag: &str, session: &str, job: Uuid) -> String {
 /// The CSV of one table of one report: `<collection>_<report file stem>_<table>.csv`, unique
 /// within a job (a report key is unique, the recipe's table names are sanitised).
 pub fn csv_file(report: &ReportKey, table: &str) -> String {
+    report_file(report, table, "csv")
+}
+
+/// The SVG of one figure of one report: `<collection>_<report file stem>_<figure>.svg`.
+pub fn svg_file(report: &ReportKey, figure: &str) -> String {
+    report_file(report, figure, "svg")
+}
+
+fn report_file(report: &ReportKey, name: &str, ext: &str) -> String {
     let file = report.file_name();
     let stem = file.strip_suffix(".sqlite").unwrap_or(&file);
     format!(
-        "{}_{stem}_{}.csv",
+        "{}_{stem}_{}.{ext}",
         report.collection,
-        sanitize_component(table)
+        sanitize_component(name)
     )
 }
 
 /// The CSV of one table of a run over several reports (a multi-recipe): `<table>.csv`.
 pub fn combined_csv_file(table: &str) -> String {
     format!("{}.csv", sanitize_component(table))
+}
+
+/// The SVG of one figure of a run over several reports: `<figure>.svg`.
+pub fn combined_svg_file(figure: &str) -> String {
+    format!("{}.svg", sanitize_component(figure))
 }
 
 #[cfg(test)]
@@ -151,6 +165,11 @@ mod tests {
         );
         assert_eq!(csv_file(&report, "../x"), "3_app_default_i_a_x.csv");
         assert_eq!(combined_csv_file("diff_kernels"), "diff-kernels.csv");
+        assert_eq!(
+            svg_file(&report, "util_pid1"),
+            "3_app_default_i_a_util-pid1.svg"
+        );
+        assert_eq!(combined_svg_file("a.b"), "a.b.svg");
     }
 
     #[test]

@@ -160,6 +160,7 @@ impl Service {
         let mut record = JobRecord {
             job: Job::new(Uuid::new_v4(), spec, now),
             log: Vec::new(),
+            cut: 0,
         };
         record.log(now, "info", "queued");
         lock(&self.0.records).save(&record).map_err(|e| {

@@ -31,24 +31,48 @@ pub struct LogEntry {
 pub struct JobRecord {
     pub job: Job,
     pub log: Vec<LogEntry>,
+    /// Lines left out of a full log (records written before this field read as 0).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cut: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl JobRecord {
-    /// Appends a line, keeping at most [`MAX_LOG_LINES`].
+    /// Appends a line, keeping at most [`MAX_LOG_LINES`]: once full, the first lines stay, a
+    /// line counts those left out, and the newest line is always last (so the outcome, e.g.
+    /// `failed: ...`, is never cut).
     pub fn log(&mut self, time: u64, level: &str, message: impl Into<String>) {
-        match self.log.len() {
-            n if n + 1 < MAX_LOG_LINES => self.log.push(LogEntry {
-                time,
-                level: level.into(),
-                message: message.into(),
-            }),
-            n if n + 1 == MAX_LOG_LINES => self.log.push(LogEntry {
+        let entry = LogEntry {
+            time,
+            level: level.into(),
+            message: message.into(),
+        };
+        if self.log.len() < MAX_LOG_LINES {
+            self.log.push(entry);
+            return;
+        }
+        // Full: [first MAX - 2 lines, marker, newest]. The first time, the last two lines
+        // make room for the marker and the newest; after that the newest replaces the newest.
+        let drop = if self.cut == 0 { 2 } else { 1 };
+        self.log.truncate(MAX_LOG_LINES - drop);
+        self.cut += drop as u64;
+        if drop == 2 {
+            self.log.push(LogEntry {
                 time,
                 level: "warn".into(),
-                message: format!("log cut at {MAX_LOG_LINES} lines"),
-            }),
-            _ => {}
+                message: String::new(),
+            });
         }
+        if let Some(marker) = self.log.last_mut() {
+            marker.message = format!(
+                "log cut at {MAX_LOG_LINES} lines: {} lines left out before the last one",
+                self.cut
+            );
+        }
+        self.log.push(entry);
     }
 }
 
@@ -191,6 +215,7 @@ mod tests {
         JobRecord {
             job: Job::new(Uuid::new_v4(), spec, 1),
             log: Vec::new(),
+            cut: 0,
         }
     }
 
@@ -223,6 +248,19 @@ mod tests {
             r.log(0, "info", format!("line {i}"));
         }
         assert_eq!(r.log.len(), MAX_LOG_LINES);
-        assert!(r.log[MAX_LOG_LINES - 1].message.contains("log cut"));
+        assert_eq!(
+            r.log[MAX_LOG_LINES - 3].message,
+            format!("line {}", MAX_LOG_LINES - 3)
+        );
+        assert_eq!(
+            r.log[MAX_LOG_LINES - 2].message,
+            "log cut at 2000 lines: 11 lines left out before the last one"
+        );
+        r.log(0, "error", "failed: the outcome");
+        assert_eq!(r.log.len(), MAX_LOG_LINES);
+        assert!(r.log[MAX_LOG_LINES - 2]
+            .message
+            .contains(": 12 lines left out"));
+        assert_eq!(r.log[MAX_LOG_LINES - 1].message, "failed: the outcome");
     }
 }

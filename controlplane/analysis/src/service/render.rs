@@ -5,21 +5,31 @@
 //!  notebook: markdown (recipe, args, job, session) · code `import pandas as pd`
 //!            per report: markdown (report key, notes) · per table: code `pd.read_csv(<csv>)`
 //!                        with the table as its saved output (text/html + text/plain)
-//!  html:     the same headings, notes and tables, with links to the CSVs
+//!                        · per figure: code `SVG(filename=<svg>)` with the figure as its
+//!                        saved output (image/svg+xml)
+//!  html:     the same headings, notes, tables and figures, with links to the CSVs and SVGs
 //! ```
 //!
 //! Every string from a recipe or a report is escaped; tables show at most [`SHOWN_ROWS`] rows
-//! (the CSV has them all).
+//! (the CSV has them all). A figure (checked to be one `<svg>` document by
+//! [`crate::output_check`]) is shown in the page as an `<img>` with a `data:` URI, never
+//! inlined: an SVG image runs no script and cannot reach the page, and the page's CSP
+//! ([`HTML_CSP`]) allows images from `data:` only.
 
 use std::fmt::Write as _;
 
+use base64::{engine::general_purpose::STANDARD as BASE64, Engine as _};
 use serde_json::{json, Value as Json};
 use uuid::Uuid;
 
-use crate::{csv::real, RecipeInfo, Table, Value};
+use crate::{csv::real, Figure, RecipeInfo, Table, Value};
 
 /// Rows shown per table in the notebook's saved outputs and the HTML page.
 pub const SHOWN_ROWS: usize = 500;
+
+/// The `Content-Security-Policy` of the HTML page: no scripts, nothing from elsewhere, inline
+/// styles, figures as `data:` images.
+pub const HTML_CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src data:";
 
 /// What the pages say about the job.
 #[derive(Debug, Clone, Copy)]
@@ -32,11 +42,13 @@ pub struct JobHeader<'a> {
     pub collection: Option<&'a str>,
 }
 
-/// One report's results: its key, its tables with their CSV file names, its notes.
+/// One report's results: its key, its tables with their CSV file names, its figures with
+/// their SVG file names, its notes.
 #[derive(Debug, Clone)]
 pub struct ReportResult {
     pub key: String,
     pub tables: Vec<(String, Table)>,
+    pub figures: Vec<(String, Figure)>,
     pub notes: Vec<String>,
 }
 
@@ -116,6 +128,15 @@ pub fn html_table(table: &Table) -> String {
     out
 }
 
+/// The figure as an `<img>` whose source is the SVG as a `data:` URI.
+pub fn html_figure(figure: &Figure) -> String {
+    format!(
+        "<p><img class=\"figure\" alt=\"{}\" src=\"data:image/svg+xml;base64,{}\"></p>",
+        escape_html(&figure.name),
+        BASE64.encode(figure.svg.as_bytes())
+    )
+}
+
 /// The table as aligned plain text (what a notebook shows without HTML).
 pub fn text_table(table: &Table) -> String {
     let (rows, cut) = shown(table);
@@ -175,6 +196,7 @@ impl Cells {
         }));
     }
 
+    /// A code cell whose saved outputs are `execute_result`s with these `data` bundles.
     fn code(&mut self, source: String, outputs: Vec<Json>) {
         self.executed += 1;
         let id = self.id();
@@ -240,6 +262,15 @@ pub fn notebook(job: &JobHeader<'_>, reports: &[ReportResult]) -> Json {
                 })],
             );
         }
+        for (file, figure) in &report.figures {
+            cells.code(
+                format!("from IPython.display import SVG\nSVG(filename=\"{file}\")"),
+                vec![json!({
+                    "image/svg+xml": figure.svg,
+                    "text/plain": "<IPython.core.display.SVG object>",
+                })],
+            );
+        }
     }
     json!({
         "nbformat": 4,
@@ -257,7 +288,7 @@ const STYLE: &str = "body{font-family:sans-serif;margin:2em;color:#222}\
 table{border-collapse:collapse;margin:0.5em 0 1.5em}\
 th,td{border:1px solid #ccc;padding:2px 8px;text-align:left}\
 td.num{text-align:right;font-variant-numeric:tabular-nums}th{background:#f2f2f2}\
-code{background:#f4f4f4;padding:0 3px}.cut,.notes{color:#555}";
+code{background:#f4f4f4;padding:0 3px}.cut,.notes{color:#555}img.figure{max-width:100%}";
 
 /// The job's HTML page (served at `jobs/{id}/notebook.html` with a restrictive CSP).
 pub fn html(job: &JobHeader<'_>, reports: &[ReportResult]) -> String {
@@ -308,6 +339,16 @@ pub fn html(job: &JobHeader<'_>, reports: &[ReportResult]) -> String {
                 escape_html(file)
             );
             out.push_str(&html_table(table));
+        }
+        for (file, figure) in &report.figures {
+            let _ = writeln!(
+                out,
+                "<h3>{} (<a href=\"files/{}\">{}</a>)</h3>\n{}",
+                escape_html(&figure.name),
+                escape_html(file),
+                escape_html(file),
+                html_figure(figure)
+            );
         }
     }
     out.push_str("</body>\n</html>\n");

@@ -22,6 +22,7 @@ use super::{
     jobs::Service,
     openapi,
     problem::Problem,
+    render,
 };
 
 /// The API under `/v1` and `/analysis/v1`, plus `/healthz`.
@@ -163,10 +164,11 @@ async fn stream_file(
         HeaderValue::from_static("nosniff"),
     );
     if inline {
-        // The page is static: no scripts, nothing loaded from elsewhere.
+        // The page is static: no scripts, nothing loaded from elsewhere; figures are images
+        // embedded as data: URIs (an SVG shown through <img> runs no script).
         headers.insert(
             header::CONTENT_SECURITY_POLICY,
-            HeaderValue::from_static("default-src 'none'; style-src 'unsafe-inline'"),
+            HeaderValue::from_static(render::HTML_CSP),
         );
     } else if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"{name}\"")) {
         headers.insert(header::CONTENT_DISPOSITION, v);

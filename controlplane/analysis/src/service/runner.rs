@@ -9,7 +9,7 @@
 //!             recipe:       per report: get ─> check export ─> RecipeHost::run_cancellable
 //!             multi-recipe: get all ─> check each ─> RecipeHost::run_labelled_cancellable
 //!                           (map over the reports in order, reduce; labels = storage keys)
-//!        ─> render ─> put <tag>/<first session>/analysis/<job>/<file>
+//!        ─> render (CSVs, SVGs, notebook, page) ─> put <tag>/<first session>/analysis/<job>/<file>
 //! ```
 //!
 //! A `recipe` runs once per report: a session with three processes gives three sets of tables
@@ -28,8 +28,8 @@ use super::{
     catalog::Recipe,
     error_chain,
     inputs::{
-        combined_csv_file, csv_file, listing_prefix, output_prefix, select_reports, HTML_FILE,
-        NOTEBOOK_FILE,
+        combined_csv_file, combined_svg_file, csv_file, listing_prefix, output_prefix,
+        select_reports, svg_file, HTML_FILE, NOTEBOOK_FILE,
     },
     job::{parse_args, Job, JobInput, OutputFile},
     jobs::{now_ms, Service},
@@ -332,10 +332,16 @@ async fn run_many(
         .into_iter()
         .map(|t| (combined_csv_file(&t.name), t))
         .collect();
+    let figures = output
+        .figures
+        .into_iter()
+        .map(|f| (combined_svg_file(&f.name), f))
+        .collect();
     Ok((
         ReportResult {
             key,
             tables,
+            figures,
             notes: output.notes,
         },
         output.log,
@@ -373,10 +379,16 @@ async fn run_one(
         .into_iter()
         .map(|t| (csv_file(report, &t.name), t))
         .collect();
+    let figures = output
+        .figures
+        .into_iter()
+        .map(|f| (svg_file(report, &f.name), f))
+        .collect();
     Ok((
         ReportResult {
             key,
             tables,
+            figures,
             notes: output.notes,
         },
         output.log,
@@ -405,6 +417,9 @@ async fn upload(
     for r in results {
         for (file, table) in &r.tables {
             outputs.push((file.clone(), table_to_csv(table).into_bytes()));
+        }
+        for (file, figure) in &r.figures {
+            outputs.push((file.clone(), figure.svg.clone().into_bytes()));
         }
         notes.extend(r.notes.iter().map(|n| format!("{}: {n}", r.key)));
     }

@@ -4,6 +4,7 @@
 #![allow(dead_code, reason = "each test binary uses a different part")]
 
 pub mod oracle;
+pub mod service;
 
 use std::{
     io::Write as _,

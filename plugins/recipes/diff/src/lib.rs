@@ -118,6 +118,7 @@ impl component::Guest for Diff {
         args: Vec<(String, String)>,
         partials: Vec<(String, component::Output)>,
     ) -> Result<component::Output, String> {
+        glue::log_panics();
         let partials: Vec<(String, Output)> = partials
             .into_iter()
             .map(|(label, o)| (label, glue::from_wit(o)))

@@ -64,15 +64,17 @@ fn sql(report: &dyn Report, args: &[(String, String)]) -> Result<Output, String>
         .into_iter()
         .enumerate()
         .map(|(i, name)| {
-            let kind = rows
-                .iter()
-                .find_map(|r| match r.get(i) {
-                    Some(Value::Int(_)) => Some(ColumnKind::Int),
-                    Some(Value::Real(_)) => Some(ColumnKind::Real),
-                    Some(Value::Text(_) | Value::Blob(_)) => Some(ColumnKind::Text),
-                    _ => None,
-                })
-                .unwrap_or(ColumnKind::Text);
+            // SQLite types values, not columns: the kind that holds every value of the column.
+            let kind = rows.iter().fold(None, |kind, r| match (kind, r.get(i)) {
+                (k, None | Some(Value::Null)) => k,
+                (None | Some(ColumnKind::Int), Some(Value::Int(_))) => Some(ColumnKind::Int),
+                (
+                    None | Some(ColumnKind::Int | ColumnKind::Real),
+                    Some(Value::Int(_) | Value::Real(_)),
+                ) => Some(ColumnKind::Real),
+                _ => Some(ColumnKind::Text),
+            });
+            let kind = kind.unwrap_or(ColumnKind::Text);
             Column::new(name, kind, None)
         })
         .collect();

@@ -41,8 +41,23 @@ fn results(rows: usize) -> Vec<ReportResult> {
     vec![ReportResult {
         key: "default/s/1/app_default_i_x.sqlite".into(),
         tables: vec![("1_app_default_i_x_nvtx-sum.csv".into(), table(rows))],
+        figures: Vec::new(),
         notes: vec!["ranges without an end <left out>".into()],
     }]
+}
+
+const SVG: &str = "<svg xmlns=\"http://www.w3.org/2000/svg\"><text>a<b</text></svg>";
+
+fn with_figure() -> Vec<ReportResult> {
+    let mut r = results(1);
+    r[0].figures.push((
+        "1_app_default_i_x_util.svg".into(),
+        Figure {
+            name: "util\"><script>".into(),
+            svg: SVG.into(),
+        },
+    ));
+    r
 }
 
 fn header<'a>(info: &'a RecipeInfo, args: &'a [String]) -> JobHeader<'a> {
@@ -116,4 +131,38 @@ fn long_tables_are_cut_in_the_pages_only() {
     assert_eq!(html.matches("<tr>").count(), SHOWN_ROWS + 1);
     assert!(html.contains(&format!("first {SHOWN_ROWS} of {} rows", SHOWN_ROWS + 3)));
     assert!(text_table(&t).ends_with("the CSV has them all)"));
+}
+
+#[test]
+fn a_figure_is_a_notebook_cell_with_its_svg_as_saved_output() {
+    let info = info();
+    let nb = notebook(&header(&info, &[]), &with_figure());
+    let cells = nb["cells"].as_array().unwrap();
+    let figure = cells.last().unwrap();
+    assert_eq!(
+        figure["source"],
+        "from IPython.display import SVG\nSVG(filename=\"1_app_default_i_x_util.svg\")"
+    );
+    assert_eq!(figure["outputs"][0]["data"]["image/svg+xml"], SVG);
+}
+
+#[test]
+fn a_figure_is_an_image_in_the_page_never_inline_markup() {
+    let info = info();
+    let page = html(&header(&info, &[]), &with_figure());
+    assert!(
+        page.contains("href=\"files/1_app_default_i_x_util.svg\""),
+        "{page}"
+    );
+    let b64 = BASE64.encode(SVG);
+    assert!(
+        page.contains(&format!("src=\"data:image/svg+xml;base64,{b64}\"")),
+        "{page}"
+    );
+    assert!(!page.contains("<svg"), "the SVG is not inlined");
+    assert!(!page.contains("<script>"), "the figure's name is escaped");
+    assert!(
+        page.contains("alt=\"util&quot;&gt;&lt;script&gt;\""),
+        "{page}"
+    );
 }
