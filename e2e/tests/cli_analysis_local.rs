@@ -1,8 +1,8 @@
 //! `nsight-cloud analysis run <name> --input FILE.sqlite...`: the real binary runs recipes on
 //! real exports from shared/testdata/nsys with no server and no configuration file, writes the
-//! CSVs, a notebook (`nbformat` validates it) and an HTML page, reuses the compiled component
-//! from its cache in the next process, and refuses bad input with a clear message and exit
-//! code, never a panic.
+//! CSVs, SVG figures, a notebook (`nbformat` validates it) and an HTML page, reuses the
+//! compiled component from its cache in the next process, and refuses bad input with a clear
+//! message and exit code, never a panic.
 
 #![allow(
     clippy::unwrap_used,
@@ -353,4 +353,32 @@ fn bad_input_gets_a_clear_error_and_exit_code() {
         stderr.contains("cannot read the recipes directory /no/recipes"),
         "{stderr}"
     );
+}
+
+#[test]
+fn a_recipe_s_figure_is_written_beside_its_csv_and_shown_in_the_page() {
+    let dir = TempDir::new("cli-analysis-figure");
+    let out_dir = dir.path().join("out");
+    let report = testdata("extrap/con_kernel.sqlite");
+    let (code, stdout, stderr) = local(
+        dir.path(),
+        &[
+            "cuda_gpu_kern_hist",
+            "--input",
+            report.to_str().unwrap(),
+            "--output",
+            out_dir.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("wrote 4 files to"), "{stdout}");
+    let svg = std::fs::read_to_string(out_dir.join("con_kernel_cuda_gpu_kern_hist.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    let html = std::fs::read_to_string(out_dir.join("notebook.html")).unwrap();
+    assert!(
+        html.contains("<a href=\"con_kernel_cuda_gpu_kern_hist.svg\">"),
+        "{html}"
+    );
+    assert_eq!(html.matches("src=\"data:image/svg+xml;base64,").count(), 1);
+    nbformat_validate(&out_dir.join("notebook.ipynb"));
 }

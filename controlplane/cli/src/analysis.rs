@@ -58,8 +58,8 @@ pub struct RunArgs {
     /// Run the recipe here, with no server, on this report (repeat for several).
     #[arg(long, value_name = "FILE.sqlite")]
     pub input: Vec<PathBuf>,
-    /// With --input: where to write the CSVs, notebook.ipynb and notebook.html [default: a new
-    /// ./<recipe>-<n>].
+    /// With --input: where to write the CSVs, SVG figures, notebook.ipynb and notebook.html
+    /// [default: a new ./<recipe>-<n>].
     #[arg(long = "output", value_name = "DIR")]
     pub output_dir: Option<PathBuf>,
     /// With --input: the compiled recipes [default: $NSIGHT_RECIPES_DIR, else
