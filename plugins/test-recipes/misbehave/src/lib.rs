@@ -80,6 +80,7 @@ fn misbehave(_report: &dyn Report, args: &[(String, String)]) -> Result<Output, 
                 std::hint::black_box(&held);
             }
         }
+        #[allow(clippy::panic, reason = "panicking is this fault's whole point")]
         "panic" => panic!("fault injected: the recipe hit a bug"),
         "trap" => std::process::abort(),
         "ragged" => out.tables[0].rows.push(vec![Value::Text("short".into())]),
