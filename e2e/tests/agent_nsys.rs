@@ -41,19 +41,61 @@ fn agent(extra: &[&str]) -> Command {
 }
 
 #[test]
-fn without_nsys_the_backend_refuses_with_an_actionable_error() {
+fn without_nsys_the_program_runs_unprofiled_and_the_reason_is_actionable() {
     let dir = TempDir::new("agent-nsys-missing");
     let out = agent(&["--mode", "launch", "--storage-dir"])
         .arg(dir.path())
-        .args(["--", "true"])
+        .args([
+            "--",
+            "/bin/sh",
+            "-c",
+            "echo \"ran unprofiled: $NSIGHT_PROFILING_DISABLED\"; exit 7",
+        ])
         .env("PATH", dir.path())
         .env_remove("NSIGHT_NSYS")
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // The workload ran (its own exit status) and was told why it was not profiled.
+    assert_eq!(out.status.code(), Some(7), "{stderr}");
+    assert!(
+        stdout.contains("ran unprofiled: ") && stdout.contains("`nsys` is not on PATH"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("profiling disabled, running /bin/sh unprofiled")
+            && stderr.contains("`nsys` is not on PATH")
+            && stderr.contains("--backend nvtx"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn without_storage_the_program_runs_unprofiled() {
+    let out = Command::new(bin("nsight-agent"))
+        .args(["run", "--backend", "nvtx", "--mode", "launch"])
+        .args(["--", "/bin/sh", "-c", "exit 3"])
+        .env_remove("NSIGHT_CLOUD_STORAGE_CONFIG_FILE")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("no report storage"), "{stderr}");
+}
+
+#[test]
+fn a_program_that_cannot_start_at_all_exits_127() {
+    let dir = TempDir::new("agent-missing-program");
+    let out = agent(&["--mode", "launch", "--storage-dir"])
+        .arg(dir.path())
+        .args(["--", "/nonexistent/program"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(127), "{stderr}");
     assert!(
-        stderr.contains("`nsys` is not on PATH") && stderr.contains("--backend nvtx"),
+        stderr.contains("cannot start /nonexistent/program"),
         "{stderr}"
     );
 }

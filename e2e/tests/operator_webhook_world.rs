@@ -60,7 +60,7 @@ fn start_webhook(rt: &tokio::runtime::Runtime, kube: &Kube, dir: &TempDir) -> (S
 
     let settings = Settings {
         agent_image: "registry.local/nsight-agent:e2e".into(),
-        coordinator_url: Some("http://nsight-operator-coordinator.{namespace}.svc:8080".into()),
+        coordinator_url: Some("http://nsight-operator-coordinator.{namespace}.svc:8081".into()),
         ..Settings::default()
     };
     let ready = world.clone();
@@ -266,7 +266,7 @@ fn the_webhook_follows_the_cluster() {
     );
     assert_eq!(
         env(&got, "NSIGHT_COORDINATOR_URL").as_deref(),
-        Some("http://nsight-operator-coordinator.team-a.svc:8080"),
+        Some("http://nsight-operator-coordinator.team-a.svc:8081"),
         "the coordinator URL names the Pod's namespace"
     );
     kube.merge_patch(

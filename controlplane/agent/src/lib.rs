@@ -14,6 +14,7 @@
 //! machine, [`nsys_run`] runs them; [`preflight`] the diagnostics sent at registration.
 
 pub mod channel;
+pub mod init;
 pub mod nsys;
 pub mod nsys_run;
 pub mod nvtx;
@@ -23,3 +24,4 @@ pub mod publish;
 pub mod report;
 pub mod run;
 pub mod signals;
+pub mod unprofiled;

@@ -297,6 +297,7 @@ pub fn spawn(argv: &[String]) -> anyhow::Result<(tokio::process::Child, u32)> {
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| anyhow::anyhow!("cannot start {program}: {e}"))?;
+    crate::run::mark_target_started();
     let pid = child.id().unwrap_or_default();
     Ok((child, pid))
 }

@@ -27,6 +27,20 @@ use crate::{
 /// Set in the target's environment: the exec hook never wraps a process that has it.
 pub const ENV_AGENT_ACTIVE: &str = "NSIGHT_AGENT_ACTIVE";
 
+/// Set once the target (or the nsys command launching it) has started: from then on a failure
+/// must never start it a second time (see `nsight-agent`'s unprofiled fallback).
+static TARGET_STARTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Records that the target is running.
+pub fn mark_target_started() {
+    TARGET_STARTED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Whether the target has been started by this process.
+pub fn target_started() -> bool {
+    TARGET_STARTED.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 /// Coordinator or launch mode (docs: "Profiling Modes").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -269,6 +283,7 @@ async fn run_nvtx(
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| anyhow::anyhow!("cannot start {program}: {e}"))?;
+    mark_target_started();
     let pid = child.id().unwrap_or_default();
     let forwarding = crate::signals::forward_to(pid);
     tracing::info!(pid, program, mode = ?options.mode, "target started");

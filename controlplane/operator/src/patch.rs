@@ -4,7 +4,8 @@
 //! recording the decision.
 //!
 //! ```text
-//! init nsight-tools: cp <source>/{nsight-agent,libnsight_hook.so,libnsight_nvtx.so} <tools>/
+//! init nsight-tools: <source>/nsight-agent init --to <tools> [--wait <coordinator>]
+//!                   (copies nsight-agent, libnsight_hook.so, libnsight_nvtx.so; waits, bounded)
 //! container c:      LD_PRELOAD=<tools>/libnsight_hook.so[:previous]  NSIGHT_AGENT_BIN=...
 //!                   NSIGHT_INJECT_INCLUDE/EXCLUDE, mode, coordinator, tag, pod/ns/node/container
 //! ```
@@ -27,9 +28,6 @@ pub const TOOLS_VOLUME: &str = "nsight-tools";
 /// In `Settings::coordinator_url`, replaced by the Pod's namespace.
 pub const NAMESPACE_PLACEHOLDER: &str = "{namespace}";
 
-/// The files the init container copies.
-pub const TOOL_FILES: [&str; 3] = ["nsight-agent", "libnsight_hook.so", "libnsight_nvtx.so"];
-
 /// The patch operations injecting `pod` with `tool`.
 pub fn patch(pod: &Pod, tool: &NsightToolConfig, source: &str, settings: &Settings) -> Vec<Value> {
     let mut ops = Vec::new();
@@ -45,7 +43,7 @@ pub fn patch(pod: &Pod, tool: &NsightToolConfig, source: &str, settings: &Settin
     volumes.extend(tool.volumes.iter().cloned());
     append_all(&mut ops, "/spec/volumes", spec.volumes.is_some(), &volumes);
 
-    let init = init_container(settings);
+    let init = init_container(namespace, tool, settings);
     if spec.init_containers.as_ref().is_some_and(|c| !c.is_empty()) {
         // First, so that the tools are in place before anything else starts.
         ops.push(json!({"op": "add", "path": "/spec/initContainers/0", "value": to_value(&init)}));
@@ -163,20 +161,24 @@ fn agent_env(
     env
 }
 
-fn init_container(settings: &Settings) -> Container {
-    let files: Vec<String> = TOOL_FILES
-        .iter()
-        .map(|f| format!("{}/{f}", settings.source_dir))
-        .collect();
+/// The init container: `nsight-agent init` copies the tools (no shell in the agent image) and
+/// waits, bounded, for the coordinator's agent channel when the Pod is in coordinator mode.
+fn init_container(namespace: &str, tool: &NsightToolConfig, settings: &Settings) -> Container {
+    let mut command = vec![
+        format!("{}/nsight-agent", settings.source_dir),
+        "init".into(),
+        "--to".into(),
+        settings.tools_dir.clone(),
+    ];
+    if let (true, Some(url)) = (tool.coordinator_mode(), &settings.coordinator_url) {
+        command.push("--wait".into());
+        command.push(url.replace(NAMESPACE_PLACEHOLDER, namespace));
+    }
     Container {
         name: TOOLS_INIT_CONTAINER.into(),
         image: Some(settings.agent_image.clone()),
         image_pull_policy: Some("IfNotPresent".into()),
-        command: Some(vec![
-            "/bin/sh".into(),
-            "-c".into(),
-            format!("cp {} {}/", files.join(" "), settings.tools_dir),
-        ]),
+        command: Some(command),
         volume_mounts: Some(vec![VolumeMount {
             name: TOOLS_VOLUME.into(),
             mount_path: settings.tools_dir.clone(),

@@ -15,7 +15,7 @@ pub struct Settings {
     pub tools_dir: String,
     /// The coordinator the agents register with (coordinator mode); `{namespace}` in it is
     /// replaced by the Pod's namespace (multi-tenant: each namespace has its coordinator, e.g.
-    /// `http://nsight-operator-coordinator.{namespace}.svc:8080`).
+    /// `http://nsight-operator-coordinator.{namespace}.svc:8081`).
     pub coordinator_url: Option<String>,
     /// The profiling tag (default `default`).
     pub tag: String,
@@ -26,7 +26,11 @@ pub struct Settings {
 impl Default for Settings {
     fn default() -> Self {
         Self {
-            agent_image: "nvcr.io/nvidia/devtools/nsight-agent:latest".into(),
+            agent_image: concat!(
+                "nvcr.io/nvidia/devtools/nsight-agent:",
+                env!("CARGO_PKG_VERSION")
+            )
+            .into(),
             source_dir: "/opt/nsight".into(),
             tools_dir: "/nsight-tools".into(),
             coordinator_url: None,

@@ -63,6 +63,10 @@ pub fn run(layout: &Layout) -> Result<()> {
             host_workspace(&mut c);
             run_cmd(&mut c)
         })?;
+        // Every component image from the binaries just built, and the one-node cluster the
+        // in-cluster tests share (brought down below, whatever the tests did).
+        timed("images", &|| crate::image_oci::run(layout, &[]))?;
+        timed("cluster up", &|| nsight_e2e::cluster::up().map(|_| ()))?;
         timed("tests", &|| {
             let mut c = host_cargo(layout, "test");
             host_workspace(&mut c);
@@ -73,6 +77,10 @@ pub fn run(layout: &Layout) -> Result<()> {
         })?;
         Ok(())
     })();
+    let down = stage("cluster down", nsight_e2e::cluster::down);
+    if let Ok(((), secs)) = &down {
+        times.push(("cluster down", *secs));
+    }
     eprintln!("\nstage times:");
     for (name, secs) in &times {
         eprintln!("  {name:<16} {secs:>8.1}s");
@@ -82,5 +90,5 @@ pub fn run(layout: &Layout) -> Result<()> {
         "total",
         times.iter().map(|t| t.1).sum::<f64>()
     );
-    result
+    result.and(down.map(|_| ()))
 }

@@ -22,22 +22,25 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 
-use crate::{bench_webhook::build_release, cmd::run as run_cmd, paths::Layout, wasm};
+use crate::{
+    bench_webhook::build_release, cmd::run as run_cmd, image_oci::DEFAULT_REPOSITORY,
+    paths::Layout, wasm,
+};
 
 /// The auth filter without its response hook (`wasm_exports.rs`), loaded by operator gateways
 /// for API-key and JWT listeners (the operator's `LEAN_AUTH_WASM`).
-const LEAN_AUTH_FILTER: &str = "nsight_auth_filter_lean.wasm";
-
-/// The image's repository when `--repository` is not given (the chart's `image.repository`).
-const DEFAULT_REPOSITORY: &str = "nvcr.io/nvidia/devtools";
+pub(crate) const LEAN_AUTH_FILTER: &str = "nsight_auth_filter_lean.wasm";
 
 /// `image operator [--tag TAG] [--repository REPO]`.
 pub fn run(layout: &Layout, args: &[String]) -> Result<()> {
     let Some((what, flags)) = args.split_first() else {
-        bail!("usage: cargo xtask image operator [--tag TAG] [--repository REPO]");
+        bail!("usage: cargo xtask image all|operator [--tag TAG] [--repository REPO]");
     };
+    if what == "all" {
+        return crate::image_oci::run(layout, flags);
+    }
     if what != "operator" {
-        bail!("unknown image `{what}`: only `operator` is built here");
+        bail!("unknown image `{what}`: `all` (OCI archives) or `operator` (docker/podman build)");
     }
     let mut tag = env!("CARGO_PKG_VERSION").to_owned();
     let mut repository = DEFAULT_REPOSITORY.to_owned();

@@ -14,15 +14,18 @@ mod bench_storage;
 mod bench_webhook;
 mod cache_dir;
 mod ci;
+mod cluster;
 mod cmd;
 mod codegen;
 mod codegen_crds;
 mod demo;
 mod image;
+mod image_oci;
 mod paths;
 mod runner_layout;
 mod setup;
 mod setup_kube;
+mod setup_node;
 mod wasm;
 mod wasm_exports;
 
@@ -33,15 +36,21 @@ usage: cargo xtask <task>
 
 tasks:
   setup [STEP]  install everything the project needs (idempotent; caches under NSIGHT_CACHE_DIR);
-               steps: apt, apt-test, wasm-std, wasm-tools, wasm-bindgen, wasm-opt, python, s3, kube, oidc, helm
+               steps: apt, apt-test, wasm-std, wasm-tools, wasm-bindgen, wasm-opt, python, s3, kube, node,
+               oidc, helm
   build-wasm   build the proxy-wasm filters, recipe components and the UI into the dist dir
   codegen      regenerate committed generated files (OpenAPI documents)
   demo [--keep] the whole platform on this machine, profiling a sample program end to end
   bench NAME   benchmarks against real processes (coordinator [AGENTS], storage [SIZE_MIB],
                gateway, nvtx, recipes [ROWS] [--layout L], webhook, operator, auth)
   ci           the test command: setup, fmt, clippy (host + wasm), build-wasm, tests
+  image all [--release] [--tag T] [--repository R]
+               an OCI archive per component (operator, coordinator, analysis, agent, CLI) into
+               the cache's images/, imported into the cluster when one is up
   image operator [--tag T] [--repository R]
                the operator image (binary + /plugins filters); built when docker/podman answers
+  cluster up|down|status|import
+               a real one-node Kubernetes on this machine (root; images from `image all`)
   env          print the environment the tests use (source it to run `cargo test` by hand)
 ";
 
@@ -60,6 +69,7 @@ fn main() -> Result<()> {
         "bench" => bench::run(&layout, &args[1..]),
         "demo" => demo::run(&layout, &args[1..]),
         "image" => image::run(&layout, &args[1..]),
+        "cluster" => cluster::run(&args[1..]),
         "env" => {
             // Written without println!: a closed pipe (`| head`) ends the output, not a panic.
             use std::io::Write as _;

@@ -64,7 +64,7 @@ const SYSROOT_STAMP_FORMAT: u32 = 1;
 type Step = fn(&Layout) -> Result<bool>;
 
 /// The steps, in order; `cargo xtask setup <step>...` runs only the named ones.
-pub const STEPS: [(&str, Step); 11] = [
+pub const STEPS: [(&str, Step); 12] = [
     ("apt", apt_packages),
     ("apt-test", apt_test_packages),
     ("wasm-std", wasm_sysroots),
@@ -75,6 +75,9 @@ pub const STEPS: [(&str, Step); 11] = [
     ("s3", s3s_fs),
     // A real Kubernetes API server (built from the Go module proxy) and etcd, for the operator.
     ("kube", crate::setup_kube::kube),
+    // A real node beside it (containerd, runc, CNI, kubelet, controller-manager, scheduler,
+    // kube-proxy, pause) for `cargo xtask cluster` and the in-cluster e2e tests.
+    ("node", crate::setup_node::node),
     // A real OpenID provider (npm oidc-provider on the machine's Node) for the OAuth2/JWT tests.
     ("oidc", oidc_provider),
     // helm, to lint, render and install charts/nsight-operator.
@@ -120,7 +123,7 @@ fn apt_test_packages(_: &Layout) -> Result<bool> {
 }
 
 /// Installs the packages of `wanted` that dpkg does not list as installed.
-fn apt_install(wanted: &[&str]) -> Result<bool> {
+pub(crate) fn apt_install(wanted: &[&str]) -> Result<bool> {
     let missing: Vec<&str> = wanted
         .iter()
         .copied()

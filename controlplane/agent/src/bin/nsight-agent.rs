@@ -13,6 +13,7 @@ use nsight_agent::{
     preflight::{self, Facts},
     publish::Publisher,
     run::{self, BackendKind, Mode, RunOptions},
+    unprofiled,
 };
 use nsight_storage::{config::LocalConfig, StorageConfig, Store, Uploader};
 
@@ -27,6 +28,68 @@ struct Cli {
 enum Command {
     /// Launch a program under the profiler.
     Run(RunArgs),
+    /// The injected Pod's init container: copy the tools into the shared volume, then wait
+    /// (bounded) until the coordinator and storage answer.
+    Init(InitArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct InitArgs {
+    /// The tools volume's mount point.
+    #[arg(long, value_name = "DIR")]
+    to: PathBuf,
+    /// Where the tools are (default: this binary's directory).
+    #[arg(long, value_name = "DIR")]
+    from: Option<PathBuf>,
+    /// A service profiling needs, as host:port or a URL (repeatable).
+    #[arg(long = "wait", value_name = "HOST:PORT")]
+    wait: Vec<String>,
+    /// How long to wait for them before letting the workload start anyway.
+    #[arg(long, default_value_t = 60)]
+    timeout_seconds: u64,
+}
+
+/// `init`: exits non-zero only when the tools could not be copied.
+fn init_command(args: InitArgs) -> anyhow::Result<()> {
+    let from = match args.from {
+        Some(dir) => dir,
+        None => std::env::current_exe()?
+            .parent()
+            .map(PathBuf::from)
+            .context("cannot locate the agent's directory")?,
+    };
+    let copied = nsight_agent::init::copy_tools(&from, &args.to)?;
+    eprintln!(
+        "nsight-agent init: copied {} files to {}",
+        copied.len(),
+        args.to.display()
+    );
+    let mut targets = Vec::new();
+    for w in &args.wait {
+        match nsight_agent::init::parse_target(w) {
+            Ok(t) => targets.push(t),
+            // A bad address must not block the workload: say so and skip it.
+            Err(e) => eprintln!("nsight-agent init: not waiting for {w}: {e}"),
+        }
+    }
+    let started = std::time::Instant::now();
+    let left =
+        nsight_agent::init::wait_reachable(&targets, Duration::from_secs(args.timeout_seconds));
+    for (target, why) in &left {
+        eprintln!(
+            "nsight-agent init: {target} did not answer within {} s ({why}); starting the \
+             workload anyway (it runs unprofiled if profiling cannot work)",
+            args.timeout_seconds
+        );
+    }
+    if left.is_empty() && !targets.is_empty() {
+        eprintln!(
+            "nsight-agent init: {} reachable after {:.1} s",
+            args.wait.join(", "),
+            started.elapsed().as_secs_f64()
+        );
+    }
+    Ok(())
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -241,9 +304,34 @@ async fn main() {
         )
         .with_writer(std::io::stderr)
         .init();
-    let Command::Run(args) = Cli::parse().command;
+    let args = match Cli::parse().command {
+        Command::Run(args) => args,
+        Command::Init(args) => match init_command(args) {
+            Ok(()) => std::process::exit(0),
+            Err(e) => {
+                eprintln!("nsight-agent init: {e:#}");
+                std::process::exit(1);
+            }
+        },
+    };
+    let argv = args.argv.clone();
     match run_command(args).await {
         Ok(code) => std::process::exit(code),
+        // Profiling could not be set up and the program has not started: it runs anyway,
+        // unprofiled, in place of the agent (a profiler never stops its workload).
+        Err(e) if !run::target_started() => {
+            let reason = format!("{e:#}");
+            let program = argv.first().map(String::as_str).unwrap_or_default();
+            tracing::error!(
+                program,
+                reason,
+                "profiling disabled; running the program unprofiled"
+            );
+            eprintln!("{}", unprofiled::notice(program, &reason));
+            let err = unprofiled::exec(&argv, &reason);
+            eprintln!("nsight-agent: cannot start {program}: {err}");
+            std::process::exit(127);
+        }
         Err(e) => {
             eprintln!("nsight-agent: {e:#}");
             std::process::exit(127);

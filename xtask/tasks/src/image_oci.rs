@@ -1,0 +1,300 @@
+//! `cargo xtask image all [--release] [--tag TAG] [--repository REPO]`: an OCI archive for each
+//! component the chart deploys, assembled from the binaries built here, written in Rust
+//! (`nsight_e2e::oci`) into `<cache>/images/` and imported into the cluster when one is up.
+//!
+//! ```text
+//! target/{debug|release}/<bin> --strip--> /usr/local/bin/<bin>  + its ldd closure (same paths)
+//! /etc/passwd, /etc/group (nonroot 65532), /tmp            -> <cache>/images/<name>.oci.tar
+//! dist/*.wasm (filters -> /plugins, recipes -> /opt/nsight/recipes)       -> REPO/<name>:TAG
+//! ```
+//!
+//! Each image runs as uid 65532 and holds no shell: only its program, the shared libraries
+//! that program loads and the files it reads. Tags are the workspace version, never `latest`.
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use anyhow::{bail, Context, Result};
+use nsight_e2e::{
+    cluster,
+    oci::{self, Entry, ImageSpec},
+};
+
+use crate::{cmd::run as run_cmd, paths::Layout, wasm};
+
+/// The chart's `image.repository`.
+pub const DEFAULT_REPOSITORY: &str = "nvcr.io/nvidia/devtools";
+/// The user every image runs as (distroless' `nonroot`).
+const NONROOT: u64 = 65532;
+
+/// One image of the catalog: its name, the programs it carries, extra files, how it starts.
+struct Component {
+    name: &'static str,
+    binaries: &'static [&'static str],
+    /// Shared objects of ours shipped beside the binaries.
+    libraries: &'static [&'static str],
+    /// Where the binaries and libraries go.
+    install_dir: &'static str,
+    /// What `dist` artifacts it carries and where: (dist subpath filter, image dir).
+    wasm: WasmFiles,
+    entrypoint: &'static [&'static str],
+}
+
+#[derive(Clone, Copy)]
+enum WasmFiles {
+    None,
+    /// The proxy-wasm filters gateways load, under `/plugins`.
+    Filters,
+    /// The recipe components, under `/opt/nsight/recipes` (the analysis render's `RECIPES_DIR`).
+    Recipes,
+}
+
+const COMPONENTS: &[Component] = &[
+    Component {
+        name: "nsight-operator",
+        binaries: &["nsight-operator"],
+        libraries: &[],
+        install_dir: "/usr/local/bin",
+        wasm: WasmFiles::Filters,
+        entrypoint: &["/usr/local/bin/nsight-operator"],
+    },
+    Component {
+        name: "nsight-coordinator",
+        binaries: &["nsight-coordinator"],
+        libraries: &[],
+        install_dir: "/usr/local/bin",
+        wasm: WasmFiles::None,
+        entrypoint: &["/usr/local/bin/nsight-coordinator"],
+    },
+    Component {
+        name: "nsight-analysis",
+        binaries: &["nsight-analysis"],
+        libraries: &[],
+        install_dir: "/usr/local/bin",
+        wasm: WasmFiles::Recipes,
+        entrypoint: &["/usr/local/bin/nsight-analysis"],
+    },
+    // The agent tools an injected Pod's init container (`nsight-agent init`) copies from
+    // /opt/nsight (the webhook's source dir) into its tools volume.
+    Component {
+        name: "nsight-agent",
+        binaries: &["nsight-agent"],
+        libraries: &["libnsight_hook.so", "libnsight_nvtx.so"],
+        install_dir: "/opt/nsight",
+        wasm: WasmFiles::None,
+        entrypoint: &["/opt/nsight/nsight-agent"],
+    },
+    // Test-only (the chart never deploys it): the user's CLI for in-cluster checks and the
+    // agent load simulator the node tests connect to a coordinator.
+    Component {
+        name: "nsight-test-tools",
+        binaries: &["nsight-cloud", "nsight-agent-sim"],
+        libraries: &[],
+        install_dir: "/usr/local/bin",
+        wasm: WasmFiles::None,
+        entrypoint: &["/usr/local/bin/nsight-cloud"],
+    },
+];
+
+pub fn run(layout: &Layout, flags: &[String]) -> Result<()> {
+    let mut tag = env!("CARGO_PKG_VERSION").to_owned();
+    let mut repository = DEFAULT_REPOSITORY.to_owned();
+    let mut profile = "debug";
+    let mut it = flags.iter();
+    while let Some(flag) = it.next() {
+        match flag.as_str() {
+            "--release" => profile = "release",
+            "--tag" | "--repository" => {
+                let value = it.next().with_context(|| format!("{flag} needs a value"))?;
+                if flag == "--tag" {
+                    tag = value.clone();
+                } else {
+                    repository = value.clone();
+                }
+            }
+            other => bail!("unknown flag {other} (--release, --tag, --repository)"),
+        }
+    }
+    if tag == "latest" {
+        bail!("images are tagged with a version, never `latest`");
+    }
+    let bin_dir = layout.host_target().join(profile);
+    let dist = layout.dist();
+    let out = cluster::images_dir(&layout.cache);
+    let staging = layout.cache.join("image").join("stripped");
+    fs::create_dir_all(&staging)?;
+    let mut written = Vec::new();
+    for c in COMPONENTS {
+        let spec = spec(c, &bin_dir, &dist, &staging, &repository, &tag)?;
+        let archive = out.join(format!("{}.oci.tar", c.name));
+        let w = oci::write_archive(&spec, &archive)?;
+        eprintln!(
+            "    {:<44} {:>6.1} MiB  {}",
+            spec.name,
+            w.layer_bytes as f64 / 1_048_576.0,
+            archive.display()
+        );
+        written.push(archive);
+    }
+    if let Some(c) = cluster::current() {
+        for a in &written {
+            c.import_image(a)?;
+        }
+        eprintln!("imported {} images into the running cluster", written.len());
+    }
+    Ok(())
+}
+
+/// The image of one component.
+fn spec(
+    c: &Component,
+    bin_dir: &Path,
+    dist: &Path,
+    staging: &Path,
+    repository: &str,
+    tag: &str,
+) -> Result<ImageSpec> {
+    let mut entries = base_entries();
+    let mut programs: Vec<PathBuf> = Vec::new();
+    for b in c.binaries.iter().chain(c.libraries) {
+        let built = bin_dir.join(b);
+        if !built.is_file() {
+            bail!(
+                "{} is missing: `cargo build --workspace{}` builds it",
+                built.display(),
+                if bin_dir.ends_with("release") {
+                    " --release"
+                } else {
+                    ""
+                }
+            );
+        }
+        programs.push(built);
+    }
+    let libs = oci::library_closure(&programs.iter().map(PathBuf::as_path).collect::<Vec<_>>())?;
+    for built in &programs {
+        let stripped = strip(built, staging)?;
+        let name = built
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        entries.push(Entry::file(
+            format!("{}/{name}", c.install_dir),
+            stripped,
+            0o755,
+        ));
+    }
+    for lib in libs {
+        let real =
+            fs::canonicalize(&lib).with_context(|| format!("cannot resolve {}", lib.display()))?;
+        entries.push(Entry::file(lib.display().to_string(), real, 0o755));
+    }
+    let (dir, files) = match c.wasm {
+        WasmFiles::None => ("", Vec::new()),
+        WasmFiles::Filters => ("/plugins", filter_files(dist)?),
+        WasmFiles::Recipes => ("/opt/nsight/recipes", recipe_files(dist)?),
+    };
+    for f in files {
+        let name = f
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_owned();
+        entries.push(Entry::file(format!("{dir}/{name}"), f, 0o644));
+    }
+    Ok(ImageSpec {
+        name: format!("{}/{}:{tag}", repository.trim_end_matches('/'), c.name),
+        entries,
+        user: format!("{NONROOT}:{NONROOT}"),
+        entrypoint: c.entrypoint.iter().map(|s| (*s).to_owned()).collect(),
+        labels: [
+            (
+                "org.opencontainers.image.title".to_owned(),
+                c.name.to_owned(),
+            ),
+            (
+                "org.opencontainers.image.version".to_owned(),
+                tag.to_owned(),
+            ),
+        ]
+        .into_iter()
+        .collect(),
+        ..ImageSpec::default()
+    })
+}
+
+/// The files every image has: a passwd and group naming the non-root user, a writable /tmp.
+fn base_entries() -> Vec<Entry> {
+    vec![
+        Entry::bytes(
+            "/etc/passwd",
+            format!("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:{NONROOT}:{NONROOT}:nonroot:/home/nonroot:/sbin/nologin\n"),
+            0o644,
+        ),
+        Entry::bytes(
+            "/etc/group",
+            format!("root:x:0:\nnonroot:x:{NONROOT}:\n"),
+            0o644,
+        ),
+        Entry::dir("/tmp", 0o1777),
+        Entry::dir("/home/nonroot", 0o755).owned_by(NONROOT, NONROOT),
+    ]
+}
+
+/// A copy of `bin` without debug sections, in `staging` (the image needs no line tables).
+fn strip(bin: &Path, staging: &Path) -> Result<PathBuf> {
+    let name = bin.file_name().context("binary without a name")?;
+    let out = staging.join(name);
+    run_cmd(
+        Command::new("strip")
+            .arg("--strip-debug")
+            .arg("-o")
+            .arg(&out)
+            .arg(bin),
+    )
+    .context("strip (Debian package binutils)")?;
+    Ok(out)
+}
+
+fn filter_files(dist: &Path) -> Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = wasm::FILTERS
+        .iter()
+        .map(|(_, name)| dist.join(format!("{name}.wasm")))
+        .collect();
+    files.push(dist.join(crate::image::LEAN_AUTH_FILTER));
+    for f in &files {
+        if !f.is_file() {
+            bail!(
+                "{} is missing: `cargo xtask build-wasm` builds it",
+                f.display()
+            );
+        }
+    }
+    Ok(files)
+}
+
+fn recipe_files(dist: &Path) -> Result<Vec<PathBuf>> {
+    let dir = dist.join("recipes");
+    let mut files: Vec<PathBuf> = fs::read_dir(&dir)
+        .with_context(|| {
+            format!(
+                "{} is missing: `cargo xtask build-wasm` builds it",
+                dir.display()
+            )
+        })?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "wasm"))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        bail!(
+            "no recipe components in {}: `cargo xtask build-wasm`",
+            dir.display()
+        );
+    }
+    Ok(files)
+}
