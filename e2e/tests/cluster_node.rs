@@ -88,16 +88,37 @@ fn ready_replicas(c: &cluster::Cluster, ns: &str, name: &str) -> i64 {
     d["status"]["readyReplicas"].as_i64().unwrap_or(0)
 }
 
+/// A namespace of this test, deleted when the test ends (passed or not).
+struct Namespace<'a> {
+    cluster: &'a cluster::Cluster,
+    name: String,
+}
+
+impl<'a> Namespace<'a> {
+    fn create(cluster: &'a cluster::Cluster, prefix: &str) -> Self {
+        let name = format!("{prefix}-{}", std::process::id());
+        let (status, body) = cluster.request(
+            "POST",
+            "/api/v1/namespaces",
+            Some(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})),
+        );
+        assert_eq!(status, 201, "create namespace: {body}");
+        Self { cluster, name }
+    }
+}
+
+impl Drop for Namespace<'_> {
+    fn drop(&mut self) {
+        self.cluster
+            .request("DELETE", &format!("/api/v1/namespaces/{}", self.name), None);
+    }
+}
+
 #[test]
 fn the_coordinator_image_serves_agents_in_other_pods_through_its_service() {
     let c = cluster::shared();
-    let ns = format!("node-e2e-{}", std::process::id());
-    let (status, body) = c.request(
-        "POST",
-        "/api/v1/namespaces",
-        Some(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})),
-    );
-    assert_eq!(status, 201, "create namespace: {body}");
+    let namespace = Namespace::create(&c, "node-e2e");
+    let ns = namespace.name.clone();
 
     let mut coordinator = deployment(
         "coordinator",
@@ -155,7 +176,7 @@ fn the_coordinator_image_serves_agents_in_other_pods_through_its_service() {
         &[
             "--coordinator",
             &url,
-            "--agents",
+            "--count",
             &agents,
             "--pod-prefix",
             "in-cluster",
@@ -233,7 +254,4 @@ fn the_coordinator_image_serves_agents_in_other_pods_through_its_service() {
         !log.as_str().unwrap_or_default().is_empty(),
         "empty coordinator log"
     );
-
-    let (status, _) = c.request("DELETE", &format!("/api/v1/namespaces/{ns}"), None);
-    assert_eq!(status, 200, "delete namespace");
 }

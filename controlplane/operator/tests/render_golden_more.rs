@@ -247,7 +247,21 @@ fn the_managed_server_gets_credentials_from_its_secret_and_a_volume() {
     );
     let set = serde_json::to_value(&desired.objects[3]).unwrap();
     let pod = &set["spec"]["template"]["spec"];
-    assert_eq!(pod["containers"][0]["image"], storage::DEFAULT_IMAGE);
+    // Our S3 server image by default, with the Secret's credentials as its flags.
+    let image = pod["containers"][0]["image"].as_str().unwrap();
+    assert!(
+        image.ends_with(&format!(
+            "/{}:{}",
+            storage::STORAGE_IMAGE,
+            env!("CARGO_PKG_VERSION")
+        )) || image.contains(&format!("/{}:", storage::STORAGE_IMAGE)),
+        "{image}"
+    );
+    let args = pod["containers"][0]["args"].to_string();
+    assert!(
+        args.contains("$(MINIO_ROOT_USER)") && args.contains("$(MINIO_ROOT_PASSWORD)"),
+        "{args}"
+    );
     let volumes: Vec<&str> = pod["volumes"]
         .as_array()
         .unwrap()

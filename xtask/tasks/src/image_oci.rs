@@ -139,6 +139,24 @@ pub fn run(layout: &Layout, flags: &[String]) -> Result<()> {
         );
         written.push(archive);
     }
+    let extra = [
+        ("nsight-storage", storage_spec(layout, &repository, &tag)?),
+        (
+            "nsight-nvtx-sample",
+            sample_spec(layout, &bin_dir, &staging, &repository, &tag)?,
+        ),
+    ];
+    for (name, spec) in extra {
+        let archive = out.join(format!("{name}.oci.tar"));
+        let w = oci::write_archive(&spec, &archive)?;
+        eprintln!(
+            "    {:<44} {:>6.1} MiB  {}",
+            spec.name,
+            w.layer_bytes as f64 / 1_048_576.0,
+            archive.display()
+        );
+        written.push(archive);
+    }
     if let Some(c) = cluster::current() {
         for a in &written {
             c.import_image(a)?;
@@ -174,7 +192,6 @@ fn spec(
         }
         programs.push(built);
     }
-    let libs = oci::library_closure(&programs.iter().map(PathBuf::as_path).collect::<Vec<_>>())?;
     for built in &programs {
         let stripped = strip(built, staging)?;
         let name = built
@@ -187,11 +204,9 @@ fn spec(
             0o755,
         ));
     }
-    for lib in libs {
-        let real =
-            fs::canonicalize(&lib).with_context(|| format!("cannot resolve {}", lib.display()))?;
-        entries.push(Entry::file(lib.display().to_string(), real, 0o755));
-    }
+    entries.extend(closure_entries(
+        &programs.iter().map(PathBuf::as_path).collect::<Vec<_>>(),
+    )?);
     let (dir, files) = match c.wasm {
         WasmFiles::None => ("", Vec::new()),
         WasmFiles::Filters => ("/plugins", filter_files(dist)?),
@@ -224,6 +239,96 @@ fn spec(
         .collect(),
         ..ImageSpec::default()
     })
+}
+
+/// The managed storage's S3 server: s3s-fs (`cargo xtask setup s3`), which the operator's
+/// storage render runs with the storage Secret's credentials (MinIO is AGPL; docs/storage.md).
+fn storage_spec(layout: &Layout, repository: &str, tag: &str) -> Result<ImageSpec> {
+    let program = layout.s3s_fs();
+    if !program.is_file() {
+        bail!("{} is missing: `cargo xtask setup s3`", program.display());
+    }
+    let mut entries = base_entries();
+    entries.push(Entry::file("/usr/local/bin/s3s-fs", &program, 0o755));
+    entries.extend(closure_entries(&[program.as_path()])?);
+    Ok(ImageSpec {
+        name: format!("{}/nsight-storage:{tag}", repository.trim_end_matches('/')),
+        entries,
+        user: format!("{NONROOT}:{NONROOT}"),
+        entrypoint: vec!["/usr/local/bin/s3s-fs".into()],
+        ..ImageSpec::default()
+    })
+}
+
+/// Test only (never deployed by the chart): a workload to profile. `xtask/demo/nvtx_sample.c`
+/// built with gcc, plus the shared libraries the agent's tools need, as a Debian 12 based
+/// workload image would have them (the injected agent runs inside the workload's container).
+fn sample_spec(
+    layout: &Layout,
+    bin_dir: &Path,
+    staging: &Path,
+    repository: &str,
+    tag: &str,
+) -> Result<ImageSpec> {
+    let program = staging.join("nvtx-sample");
+    let include = nvtx_include(layout)?;
+    run_cmd(
+        Command::new("gcc")
+            .args(["-O2", "-o"])
+            .arg(&program)
+            .arg(layout.root.join("xtask/demo/nvtx_sample.c"))
+            .arg("-I")
+            .arg(&include)
+            .arg("-ldl"),
+    )
+    .context("gcc builds the NVTX sample")?;
+    let mut needs = vec![program.clone()];
+    for tool in ["nsight-agent", "libnsight_hook.so", "libnsight_nvtx.so"] {
+        needs.push(bin_dir.join(tool));
+    }
+    let mut entries = base_entries();
+    entries.push(Entry::file("/usr/local/bin/nvtx-sample", &program, 0o755));
+    entries.extend(closure_entries(
+        &needs.iter().map(PathBuf::as_path).collect::<Vec<_>>(),
+    )?);
+    Ok(ImageSpec {
+        name: format!(
+            "{}/nsight-nvtx-sample:{tag}",
+            repository.trim_end_matches('/')
+        ),
+        entries,
+        user: format!("{NONROOT}:{NONROOT}"),
+        entrypoint: vec!["/usr/local/bin/nvtx-sample".into()],
+        ..ImageSpec::default()
+    })
+}
+
+/// The NVTX v3 headers from the venv's `nvidia-nvtx-cu12` wheel (`cargo xtask setup python`).
+fn nvtx_include(layout: &Layout) -> Result<PathBuf> {
+    let lib = layout.cache.join("venv/lib");
+    fs::read_dir(&lib)
+        .with_context(|| format!("{} is missing: `cargo xtask setup python`", lib.display()))?
+        .flatten()
+        .map(|e| e.path().join("site-packages/nvidia/nvtx/include"))
+        .find(|p| p.join("nvtx3/nvToolsExt.h").is_file())
+        .with_context(|| {
+            format!(
+                "no nvtx3 headers under {}: `cargo xtask setup python`",
+                lib.display()
+            )
+        })
+}
+
+/// The shared libraries `programs` load (their `ldd` closure), at the same paths in the image.
+fn closure_entries(programs: &[&Path]) -> Result<Vec<Entry>> {
+    oci::library_closure(programs)?
+        .into_iter()
+        .map(|lib| {
+            let real = fs::canonicalize(&lib)
+                .with_context(|| format!("cannot resolve {}", lib.display()))?;
+            Ok(Entry::file(lib.display().to_string(), real, 0o755))
+        })
+        .collect()
 }
 
 /// The files every image has: a passwd and group naming the non-root user, a writable /tmp.

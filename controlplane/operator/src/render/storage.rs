@@ -33,8 +33,13 @@ use super::{
 
 /// The `app.kubernetes.io/name` of the S3 server.
 pub const NAME: &str = "minio";
-/// The S3 server image unless `minio.image` says otherwise.
-pub const DEFAULT_IMAGE: &str = "quay.io/minio/minio:RELEASE.2025-04-22T22-12-26Z";
+/// The default managed S3 server: our `nsight-storage` image (`<repository>/nsight-storage:<tag>`,
+/// the s3s-fs S3 server; MinIO is AGPL and not buildable from these registries, see
+/// docs/storage.md). `minio.image` names a real MinIO image instead, run with MinIO's own
+/// command line.
+pub const STORAGE_IMAGE: &str = "nsight-storage";
+/// The user our storage image runs as.
+const STORAGE_UID: i64 = 65532;
 pub const S3: Port = Port {
     name: "s3",
     port: 9000,
@@ -142,7 +147,6 @@ pub fn render(
     credentials: &Credentials,
     settings: &RenderSettings,
 ) -> Result<Desired, RenderError> {
-    let _ = settings;
     let owner = Owner::of(cr, Component::Storage)?;
     if backend(cr) != Backend::Managed {
         return Ok(Desired::default());
@@ -165,26 +169,59 @@ pub fn render(
     };
     let (tmp, tmp_mount) = workload::scratch("tmp", "/tmp");
     let (data, data_mount) = workload::scratch("data", DATA_DIR);
-    let mut main = Main {
-        image: minio.image.clone().unwrap_or_else(|| DEFAULT_IMAGE.into()),
-        command: vec!["minio".into()],
-        args: vec![
-            "server".into(),
-            DATA_DIR.into(),
-            "--address".into(),
-            format!(":{}", S3.port),
-            "--certs-dir".into(),
-            "/tmp/certs".into(),
-        ],
-        ports: ports.clone(),
-        env: vec![
-            from_secret("MINIO_ROOT_USER", ROOT_USER_KEY),
-            from_secret("MINIO_ROOT_PASSWORD", ROOT_PASSWORD_KEY),
-        ],
-        volumes: vec![tmp],
-        mounts: vec![tmp_mount, data_mount],
-        health_path: Some("/minio/health/live"),
-        run_as_user: Some(1000),
+    let env = vec![
+        from_secret("MINIO_ROOT_USER", ROOT_USER_KEY),
+        from_secret("MINIO_ROOT_PASSWORD", ROOT_PASSWORD_KEY),
+    ];
+    let (mut main, uid) = match minio.image.clone() {
+        // A MinIO image the user chose: MinIO's command line and health endpoint.
+        Some(image) => (
+            Main {
+                image,
+                command: vec!["minio".into()],
+                args: vec![
+                    "server".into(),
+                    DATA_DIR.into(),
+                    "--address".into(),
+                    format!(":{}", S3.port),
+                    "--certs-dir".into(),
+                    "/tmp/certs".into(),
+                ],
+                ports: ports.clone(),
+                env,
+                volumes: vec![tmp],
+                mounts: vec![tmp_mount, data_mount],
+                health_path: Some("/minio/health/live"),
+                run_as_user: Some(1000),
+            },
+            1000,
+        ),
+        // Our image: the same Secret, passed as s3s-fs flags (`$(VAR)` is expanded by the
+        // kubelet from the container's environment).
+        None => (
+            Main {
+                image: settings.image(STORAGE_IMAGE),
+                command: vec!["s3s-fs".into()],
+                args: vec![
+                    "--host".into(),
+                    "0.0.0.0".into(),
+                    "--port".into(),
+                    S3.port.to_string(),
+                    "--access-key".into(),
+                    "$(MINIO_ROOT_USER)".into(),
+                    "--secret-key".into(),
+                    "$(MINIO_ROOT_PASSWORD)".into(),
+                    DATA_DIR.into(),
+                ],
+                ports: ports.clone(),
+                env,
+                volumes: vec![tmp],
+                mounts: vec![tmp_mount, data_mount],
+                health_path: None,
+                run_as_user: Some(STORAGE_UID),
+            },
+            STORAGE_UID,
+        ),
     };
     if persistence.is_none() {
         main.volumes.push(data);
@@ -199,7 +236,7 @@ pub fn render(
     if let Some(pod) = template.spec.as_mut() {
         if let Some(sc) = pod.security_context.as_mut() {
             // The data volume must be writable by the server's user.
-            sc.fs_group = Some(1000);
+            sc.fs_group = Some(uid);
         }
     }
     let claims = persistence.map(|p| {
