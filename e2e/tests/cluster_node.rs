@@ -1,6 +1,6 @@
 //! The platform's images on a real node: the coordinator image built here runs as a
 //! Deployment, simulated agents (`nsight-agent-sim`, the load simulator, named as such) in
-//! another Pod reach it through its ClusterIP Service (kube-proxy, nftables), and a collection
+//! another Pod reach it by its Service's name (CoreDNS, then kube-proxy), and a collection
 //! is started and stopped through the API server's service proxy; Pod logs come back through
 //! the kubelet. Needs root and `cargo xtask image all` (CI runs both before the tests).
 //!
@@ -167,9 +167,11 @@ fn the_coordinator_image_serves_agents_in_other_pods_through_its_service() {
         pods_report(&c, &ns)
     );
 
-    // Agents in another Pod reach the coordinator by its ClusterIP (no DNS needed).
+    // Agents in another Pod reach the coordinator by its Service name: the cluster DNS
+    // answers with the ClusterIP, kube-proxy forwards to the Pod.
+    assert!(!cluster_ip.is_empty());
     let agents = AGENTS.to_string();
-    let url = format!("http://{cluster_ip}:8081");
+    let url = format!("http://coordinator.{ns}.svc.cluster.local:8081");
     let sim = deployment(
         "agents",
         &image("nsight-test-tools"),

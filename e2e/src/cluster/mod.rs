@@ -11,6 +11,7 @@
 //!   host.json                 the kernel settings as they were before `up` (restored by `down`)
 //! bridge nsight0 10.244.0.1/24 = the node address: apiserver :6443, kubelet :10250
 //! pods 10.244.0.0/24 (host-local)    services 10.0.0.0/24 (kube-proxy, nftables)
+//! kube-system/coredns behind kube-dns 10.0.0.10: <service>.<namespace>.svc.cluster.local
 //! ```
 //!
 //! Daemons run detached (`setsid`) so that the cluster outlives the command that started it;
@@ -21,6 +22,7 @@
 //! that command.
 
 pub mod config;
+pub mod dns;
 pub mod host;
 pub mod pki;
 
@@ -98,6 +100,11 @@ pub fn node_bin_dir(cache: &Path) -> PathBuf {
 /// `<cache>/tools/pause-<v>/pause`.
 pub fn pause_bin(cache: &Path) -> PathBuf {
     cache.join(format!("tools/pause-{PAUSE_VERSION}/pause"))
+}
+
+/// `<cache>/tools/coredns-<v>/coredns`.
+pub fn coredns_bin(cache: &Path) -> PathBuf {
+    cache.join(format!("tools/coredns-{}/coredns", dns::COREDNS_VERSION))
 }
 
 /// `<cache>/images`: the OCI archives `cargo xtask image` writes and `up` imports.
@@ -394,6 +401,7 @@ pub fn up() -> Result<Cluster> {
         required(node_bins.join(b), "node")?;
     }
     let pause = required(pause_bin(&cache), "node")?;
+    let coredns = required(coredns_bin(&cache), "node")?;
     for tool in ["containerd", "runc", "ctr", "nft", "/usr/lib/cni/bridge"] {
         let found = if tool.starts_with('/') {
             Path::new(tool).exists()
@@ -527,6 +535,16 @@ pub fn up() -> Result<Cluster> {
             ..oci::ImageSpec::default()
         },
         &pause_archive,
+    )?;
+    oci::write_archive(
+        &oci::ImageSpec {
+            name: dns::COREDNS_IMAGE.into(),
+            entries: vec![oci::Entry::file("/coredns", &coredns, 0o755)],
+            user: "65532:65532".into(),
+            entrypoint: vec!["/coredns".into()],
+            ..oci::ImageSpec::default()
+        },
+        &images_dir(&cache).join("coredns.oci.tar"),
     )?;
     cluster.import_all_images()?;
 
@@ -666,6 +684,27 @@ pub fn up() -> Result<Cluster> {
                 )
                 .0
                 == 200)
+        },
+    )?;
+    // The cluster DNS, so that pods reach Services by name.
+    for (path, object) in dns::manifests(&net.dns_ip) {
+        let (status, body) = cluster.request("POST", path, Some(&object));
+        ensure!(
+            status == 201 || status == 409,
+            "creating {} for the cluster DNS: {status} {body}",
+            object["kind"]
+        );
+    }
+    wait_until(
+        "the cluster DNS (CoreDNS) to be Ready",
+        Duration::from_secs(90),
+        || {
+            let (_, d) = cluster.request(
+                "GET",
+                "/apis/apps/v1/namespaces/kube-system/deployments/coredns",
+                None,
+            );
+            Ok(d["status"]["readyReplicas"].as_i64() == Some(1))
         },
     )?;
     eprintln!(

@@ -7,6 +7,8 @@
 //!     go build kubelet kube-controller-manager kube-scheduler kube-proxy -> .../bin/
 //! <cache>/go/mod/k8s.io/kubernetes@v1.N.P/build/pause/linux/pause.c
 //!     gcc -Os -static                                -> <cache>/tools/pause-<v>/pause
+//! <cache>/tools/coredns-<v>/build/{go.mod,main.go} (plugins of cluster::dns)
+//!     go build                                       -> <cache>/tools/coredns-<v>/coredns
 //! ```
 //!
 //! The binaries are found by `nsight_e2e::cluster` (and `cargo xtask cluster up`) at these
@@ -16,7 +18,7 @@
 use std::{fs, path::PathBuf, process::Command, time::Instant};
 
 use anyhow::{bail, Context, Result};
-use nsight_e2e::cluster::{self as cluster_paths, KUBE_VERSION, NODE_BINARIES, PAUSE_VERSION};
+use nsight_e2e::cluster::{self as cluster_paths, dns, KUBE_VERSION, NODE_BINARIES, PAUSE_VERSION};
 
 use crate::{
     cmd::{output, run as run_cmd},
@@ -40,7 +42,45 @@ pub fn node(layout: &Layout) -> Result<bool> {
     let apt = apt_install(NODE_APT_PACKAGES)?;
     let binaries = node_binaries(layout)?;
     let pause = pause(layout)?;
-    Ok(apt || binaries || pause)
+    let coredns = coredns(layout)?;
+    Ok(apt || binaries || pause || coredns)
+}
+
+/// CoreDNS from the Go module proxy: a main package importing only the plugins the cluster's
+/// Corefile uses (`nsight_e2e::cluster::dns`), the documented way to build a custom CoreDNS.
+fn coredns(layout: &Layout) -> Result<bool> {
+    let bin = cluster_paths::coredns_bin(&layout.cache);
+    let want = format!("CoreDNS-{}", dns::COREDNS_VERSION.trim_start_matches('v'));
+    if output(Command::new(&bin).arg("-version")).is_some_and(|v| v.contains(&want)) {
+        return Ok(false);
+    }
+    let dir = bin.parent().context("coredns path has no parent")?;
+    let build = dir.join("build");
+    fs::create_dir_all(&build)?;
+    let started = Instant::now();
+    fs::write(
+        build.join("go.mod"),
+        format!(
+            "module nsight.local/coredns\n\ngo 1.25\n\nrequire github.com/coredns/coredns {}\n",
+            dns::COREDNS_VERSION
+        ),
+    )?;
+    fs::write(build.join("main.go"), dns::main_go())?;
+    run_cmd(go_cmd(layout, &build).args(["mod", "tidy"]))?;
+    run_cmd(
+        go_cmd(layout, &build)
+            .args(["build", "-trimpath", "-ldflags", "-s -w", "-o"])
+            .arg(&bin)
+            .arg("."),
+    )?;
+    if !output(Command::new(&bin).arg("-version")).is_some_and(|v| v.contains(&want)) {
+        bail!("{} does not report {want}", bin.display());
+    }
+    eprintln!(
+        "    coredns built in {:.0}s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(true)
 }
 
 fn node_binaries(layout: &Layout) -> Result<bool> {
