@@ -1,5 +1,7 @@
 //! The C shell of the hook: the six interposed functions, argument conversion, and calls to
-//! the real functions through `dlsym(RTLD_NEXT, ..)`. Any failure (a null argument, a bad
+//! the real functions through `dlsym(RTLD_NEXT, ..)`; and a constructor that wraps the process
+//! the hook is loaded into when that process itself matches (a container's entrypoint is
+//! started by the runtime, not by an exec the hook sees). Any failure (a null argument, a bad
 //! string, a panic, an agent that cannot be executed) falls back to the original call with the
 //! original arguments. A program whose new environment has `NSIGHT_AGENT_ACTIVE` is checked
 //! without allocating (safe after `fork` in a threaded program).
@@ -157,6 +159,49 @@ fn exec_or(
     }
     original()
 }
+
+/// Runs when the hook is loaded, before `main`: a matching process that is not the agent's own
+/// target (no `NSIGHT_AGENT_ACTIVE`) and not the agent re-executes itself under the agent, with
+/// the same arguments and environment. Anything unexpected leaves the process as it is.
+extern "C" fn wrap_self() {
+    let own = current_environ();
+    if env_has_marker(own) {
+        return;
+    }
+    let new = catch_unwind(AssertUnwindSafe(|| {
+        let exe = std::fs::read_link("/proc/self/exe").ok()?;
+        let argv = matching::cmdline_argv(&std::fs::read("/proc/self/cmdline").ok()?)?;
+        let config = HookConfig {
+            include: env_value(own, matching::ENV_INCLUDE).unwrap_or_default(),
+            exclude: env_value(own, matching::ENV_EXCLUDE).unwrap_or_default(),
+            agent_bin: env_value(own, matching::ENV_AGENT_BIN),
+        };
+        let request = ExecRequest {
+            path: exe.to_str()?.to_owned(),
+            argv,
+            agent_active: false,
+        };
+        matching::decide(&config, &request)?
+            .into_iter()
+            .map(|a| CString::new(a).ok())
+            .collect::<Option<Vec<_>>>()
+    }))
+    .ok()
+    .flatten();
+    if let (Some(new), Some(real)) = (new, next(c"execve")) {
+        let ptrs = pointers(&new);
+        // SAFETY: `real` is libc's execve; ptrs is NULL-terminated and outlives the call; on
+        // failure it returns and the process carries on unprofiled.
+        let real: ExecveFn = unsafe { std::mem::transmute(real) };
+        // SAFETY: valid path and argv; `own` is this process's environment.
+        unsafe { real(ptrs[0], ptrs.as_ptr(), own) };
+    }
+}
+
+/// Registers [`wrap_self`] as an ELF constructor of the library.
+#[used]
+#[link_section = ".init_array"]
+static WRAP_SELF: extern "C" fn() = wrap_self;
 
 /// # Safety
 /// The caller's exec arguments, as for libc's `execve`.

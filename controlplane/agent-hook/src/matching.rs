@@ -169,6 +169,10 @@ pub fn decide(config: &HookConfig, request: &ExecRequest) -> Option<Vec<String>>
         return None;
     }
     let agent = config.agent_bin.as_deref().filter(|a| a.starts_with('/'))?;
+    // The agent itself runs with the hook loaded too: it is never wrapped.
+    if request.path == agent {
+        return None;
+    }
     let patterns = Patterns::new(&config.include, &config.exclude).ok()?;
     if !patterns.matches(&command_line(&request.path, &request.argv)) {
         return None;
@@ -177,6 +181,17 @@ pub fn decide(config: &HookConfig, request: &ExecRequest) -> Option<Vec<String>>
     argv.push(request.path.clone());
     argv.extend(request.argv.iter().skip(1).cloned());
     Some(argv)
+}
+
+/// The argv of a process as `/proc/self/cmdline` holds it (NUL-separated, NUL-terminated).
+pub fn cmdline_argv(bytes: &[u8]) -> Option<Vec<String>> {
+    let body = bytes.strip_suffix(&[0]).unwrap_or(bytes);
+    if body.is_empty() {
+        return None;
+    }
+    body.split(|b| *b == 0)
+        .map(|a| std::str::from_utf8(a).ok().map(str::to_owned))
+        .collect()
 }
 
 /// Resolves `file` like `execvp` does: a name with a `/` as is, else the first executable in

@@ -18,7 +18,7 @@ pub use crate::world::{StaticWorld, World};
 use crate::{
     decide::{decide_in, Decision},
     events::{skip_event, SkipEvent},
-    patch::patch,
+    patch::{patch, report_storage},
     settings::Settings,
 };
 
@@ -151,7 +151,8 @@ pub fn review_with_effects(
     let dry_run = request.dry_run == Some(true);
     match decide_in(&pod, None, &view, &settings.default_tool_config) {
         Decision::Inject { tool, source } => {
-            let ops = patch(&pod, &tool, &source, settings);
+            let storage = report_storage(&tool, &view.storage);
+            let ops = patch(&pod, &tool, &source, settings, &storage);
             let bytes = serde_json::to_vec(&ops).unwrap_or_default();
             response["patchType"] = json!("JSONPatch");
             response["patch"] = json!(base64::engine::general_purpose::STANDARD.encode(bytes));

@@ -13,14 +13,71 @@
 //! Pure: the same Pod, tool config and settings always give the same patch.
 
 use k8s_openapi::api::core::v1::{
-    Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, ObjectFieldSelector, Pod, PodSpec,
-    Volume, VolumeMount,
+    Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, KeyToPath, ObjectFieldSelector, Pod,
+    PodSpec, SecretVolumeSource, Volume, VolumeMount,
 };
-use nsight_api::NsightToolConfig;
+use nsight_api::{NsightToolConfig, SecretRef};
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::{settings::Settings, INJECTED_ANNOTATION, REASON_ANNOTATION, TOOLS_INIT_CONTAINER};
+use crate::{
+    render::storage::STORAGE_CONFIG_KEY, settings::Settings, world::StorageSecrets,
+    INJECTED_ANNOTATION, REASON_ANNOTATION, TOOLS_INIT_CONTAINER,
+};
+
+/// The annotation saying where the Pod's agents store reports, or why they cannot.
+pub const STORAGE_ANNOTATION: &str = "nvidia.com/nsight-storage";
+/// The volume with the storage config, and where it is mounted read-only in each container.
+const STORAGE_VOLUME: &str = "nsight-storage-config";
+const STORAGE_DIR: &str = "/etc/nsight/storage";
+
+/// Where an injected Pod's agents store their reports.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReportStorage {
+    /// The `storage-config.yaml` in this Secret of the Pod's namespace (from this config).
+    Secret { config: String, secret: SecretRef },
+    /// None: the reason goes on the Pod; its agents run their programs unprofiled and say why.
+    Unavailable(String),
+}
+
+/// The tool config's `cloudStorageConfigRef` in the namespace's storage configs; without a
+/// reference, the namespace's only storage config with a Secret (what a single-tenant install
+/// or auto-provisioning creates).
+pub fn report_storage(tool: &NsightToolConfig, storage: &StorageSecrets) -> ReportStorage {
+    match &tool.cloud_storage_config_ref {
+        Some(name) => match storage.get(name) {
+            Some(Some(secret)) => ReportStorage::Secret {
+                config: name.clone(),
+                secret: secret.clone(),
+            },
+            Some(None) => ReportStorage::Unavailable(format!(
+                "NsightCloudStorageConfig {name} keeps reports in the Pod (local or disabled)"
+            )),
+            None => ReportStorage::Unavailable(format!(
+                "NsightCloudStorageConfig {name} (cloudStorageConfigRef of tool config {}) is not in this namespace",
+                tool.name
+            )),
+        },
+        None => {
+            let mut with_secret = storage
+                .iter()
+                .filter_map(|(name, s)| s.as_ref().map(|s| (name, s)));
+            match (with_secret.next(), with_secret.next()) {
+                (Some((name, secret)), None) => ReportStorage::Secret {
+                    config: name.clone(),
+                    secret: secret.clone(),
+                },
+                (None, _) => ReportStorage::Unavailable(
+                    "no NsightCloudStorageConfig in this namespace".into(),
+                ),
+                (Some(_), Some(_)) => ReportStorage::Unavailable(format!(
+                    "several NsightCloudStorageConfigs in this namespace: name one in tool config {}'s cloudStorageConfigRef",
+                    tool.name
+                )),
+            }
+        }
+    }
+}
 
 /// Name of the shared emptyDir volume.
 pub const TOOLS_VOLUME: &str = "nsight-tools";
@@ -29,7 +86,13 @@ pub const TOOLS_VOLUME: &str = "nsight-tools";
 pub const NAMESPACE_PLACEHOLDER: &str = "{namespace}";
 
 /// The patch operations injecting `pod` with `tool`.
-pub fn patch(pod: &Pod, tool: &NsightToolConfig, source: &str, settings: &Settings) -> Vec<Value> {
+pub fn patch(
+    pod: &Pod,
+    tool: &NsightToolConfig,
+    source: &str,
+    settings: &Settings,
+    storage: &ReportStorage,
+) -> Vec<Value> {
     let mut ops = Vec::new();
     let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
     let no_spec = PodSpec::default();
@@ -41,6 +104,24 @@ pub fn patch(pod: &Pod, tool: &NsightToolConfig, source: &str, settings: &Settin
         ..Volume::default()
     }];
     volumes.extend(tool.volumes.iter().cloned());
+    if let ReportStorage::Secret { secret, .. } = storage {
+        volumes.push(Volume {
+            name: STORAGE_VOLUME.into(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(secret.name.clone()),
+                items: Some(vec![KeyToPath {
+                    key: secret
+                        .key
+                        .clone()
+                        .unwrap_or_else(|| STORAGE_CONFIG_KEY.into()),
+                    path: STORAGE_CONFIG_KEY.into(),
+                    ..KeyToPath::default()
+                }]),
+                ..SecretVolumeSource::default()
+            }),
+            ..Volume::default()
+        });
+    }
     append_all(&mut ops, "/spec/volumes", spec.volumes.is_some(), &volumes);
 
     let init = init_container(namespace, tool, settings);
@@ -60,6 +141,14 @@ pub fn patch(pod: &Pod, tool: &NsightToolConfig, source: &str, settings: &Settin
             ..VolumeMount::default()
         }];
         mounts.extend(tool.volume_mounts.iter().cloned());
+        if matches!(storage, ReportStorage::Secret { .. }) {
+            mounts.push(VolumeMount {
+                name: STORAGE_VOLUME.into(),
+                mount_path: STORAGE_DIR.into(),
+                read_only: Some(true),
+                ..VolumeMount::default()
+            });
+        }
         append_all(
             &mut ops,
             &format!("{base}/volumeMounts"),
@@ -87,6 +176,12 @@ pub fn patch(pod: &Pod, tool: &NsightToolConfig, source: &str, settings: &Settin
             _ => env.push(plain("LD_PRELOAD", &hook)),
         }
         env.extend(agent_env(container, namespace, tool, settings));
+        if matches!(storage, ReportStorage::Secret { .. }) {
+            env.push(plain(
+                "NSIGHT_CLOUD_STORAGE_CONFIG_FILE",
+                &format!("{STORAGE_DIR}/{STORAGE_CONFIG_KEY}"),
+            ));
+        }
         append_all(
             &mut ops,
             &format!("{base}/env"),
@@ -95,9 +190,16 @@ pub fn patch(pod: &Pod, tool: &NsightToolConfig, source: &str, settings: &Settin
         );
     }
 
+    let storage_note = match storage {
+        ReportStorage::Secret { config, secret } => {
+            format!("NsightCloudStorageConfig {config} (Secret {})", secret.name)
+        }
+        ReportStorage::Unavailable(why) => format!("none: {why}"),
+    };
     let annotations = [
         (INJECTED_ANNOTATION, tool.name.as_str()),
         (REASON_ANNOTATION, source),
+        (STORAGE_ANNOTATION, storage_note.as_str()),
     ];
     if pod.metadata.annotations.is_some() {
         for (k, v) in annotations {
@@ -233,4 +335,109 @@ fn field(name: &str, path: &str) -> EnvVar {
 /// JSON pointer escaping of one reference token (RFC 6901).
 fn escape(token: &str) -> String {
     token.replace('~', "~0").replace('/', "~1")
+}
+
+#[cfg(test)]
+mod storage_tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use super::*;
+
+    fn tool(reference: Option<&str>) -> NsightToolConfig {
+        NsightToolConfig {
+            name: "t".into(),
+            cloud_storage_config_ref: reference.map(str::to_owned),
+            ..NsightToolConfig::default()
+        }
+    }
+
+    fn secret(name: &str) -> Option<SecretRef> {
+        Some(SecretRef {
+            name: name.into(),
+            key: Some("storage-config.yaml".into()),
+        })
+    }
+
+    #[test]
+    fn a_named_storage_config_is_mounted_and_a_missing_one_is_said() {
+        let storage: StorageSecrets = [
+            ("team".to_owned(), secret("team-credentials")),
+            ("local".to_owned(), None),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(
+            report_storage(&tool(Some("team")), &storage),
+            ReportStorage::Secret {
+                config: "team".into(),
+                secret: secret("team-credentials").unwrap()
+            }
+        );
+        let ReportStorage::Unavailable(why) = report_storage(&tool(Some("gone")), &storage) else {
+            panic!("a missing config cannot be mounted");
+        };
+        assert!(
+            why.contains("gone") && why.contains("not in this namespace"),
+            "{why}"
+        );
+        assert!(matches!(
+            report_storage(&tool(Some("local")), &storage),
+            ReportStorage::Unavailable(_)
+        ));
+    }
+
+    #[test]
+    fn without_a_reference_the_only_storage_config_is_used() {
+        let one: StorageSecrets = [("only".to_owned(), secret("s"))].into_iter().collect();
+        assert!(matches!(
+            report_storage(&tool(None), &one),
+            ReportStorage::Secret { .. }
+        ));
+        let none = StorageSecrets::new();
+        assert!(matches!(
+            report_storage(&tool(None), &none),
+            ReportStorage::Unavailable(_)
+        ));
+        let two: StorageSecrets = [("a".to_owned(), secret("a")), ("b".to_owned(), secret("b"))]
+            .into_iter()
+            .collect();
+        let ReportStorage::Unavailable(why) = report_storage(&tool(None), &two) else {
+            panic!("two configs are ambiguous");
+        };
+        assert!(why.contains("cloudStorageConfigRef"), "{why}");
+    }
+
+    #[test]
+    fn the_patch_mounts_the_secret_and_names_the_file() {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "team"},
+            "spec": {"containers": [{"name": "main", "image": "x"}]},
+        }))
+        .unwrap();
+        let storage = ReportStorage::Secret {
+            config: "team".into(),
+            secret: secret("team-credentials").unwrap(),
+        };
+        let ops = patch(&pod, &tool(None), "label", &Settings::default(), &storage);
+        let text = serde_json::to_string(&ops).unwrap();
+        assert!(
+            text.contains(r#""secretName":"team-credentials""#),
+            "{text}"
+        );
+        assert!(
+            text.contains("/etc/nsight/storage/storage-config.yaml"),
+            "{text}"
+        );
+        assert!(text.contains("NsightCloudStorageConfig team (Secret team-credentials)"));
+        let none = patch(
+            &pod,
+            &tool(None),
+            "label",
+            &Settings::default(),
+            &ReportStorage::Unavailable("no NsightCloudStorageConfig in this namespace".into()),
+        );
+        let text = serde_json::to_string(&none).unwrap();
+        assert!(!text.contains("NSIGHT_CLOUD_STORAGE_CONFIG_FILE"), "{text}");
+        assert!(text.contains("none: no NsightCloudStorageConfig"), "{text}");
+    }
 }

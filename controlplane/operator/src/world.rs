@@ -1,10 +1,12 @@
-//! What the webhook knows about the cluster, the `World`: namespace labels and
-//! NsightOperatorProfileConfigs, as an immutable [`Snapshot`] that each admission reads for
-//! one namespace ([`View`]) without copying any config.
+//! What the webhook knows about the cluster, the `World`: namespace labels,
+//! NsightOperatorProfileConfigs and where each NsightCloudStorageConfig keeps its
+//! `storage-config.yaml`, as an immutable [`Snapshot`] that each admission reads for one
+//! namespace ([`View`]) without copying any config.
 //!
 //! ```text
 //! API server ─watch─> reflector Store<NsightOperatorProfileConfig>  (managedFields, status dropped)
 //!            ─watch─> reflector Store<PartialObjectMeta<Namespace>> (labels only)
+//!            ─watch─> reflector Store<NsightCloudStorageConfig>  (-> the Secret agents mount)
 //!                        │ on InitDone / Apply / Delete: rebuild that half of the index
 //!                        v
 //!                 RwLock<Arc<Snapshot>> ── view(ns) ──> decide (pure)
@@ -36,11 +38,16 @@ use kube::{
     },
     Api, Client, ResourceExt,
 };
-use nsight_api::NsightOperatorProfileConfig;
+use nsight_api::{NsightCloudStorageConfig, NsightOperatorProfileConfig, SecretRef};
 use serde::Deserialize;
+
+use crate::render::storage::config_secret;
 
 type Config = NsightOperatorProfileConfig;
 type Labels = BTreeMap<String, String>;
+/// A namespace's storage configs by name: the Secret (and key) of their `storage-config.yaml`,
+/// or `None` when reports stay in the Pod (local) or storage is disabled.
+pub type StorageSecrets = BTreeMap<String, Option<SecretRef>>;
 
 /// What the decision reads about one namespace, at one moment.
 #[derive(Clone, Debug, Default)]
@@ -52,6 +59,8 @@ pub struct View {
     /// The cluster-wide profile configs, sorted by name (empty for the cluster namespace
     /// itself, whose configs are in `configs`).
     pub cluster: Arc<[Arc<Config>]>,
+    /// The namespace's NsightCloudStorageConfigs (what injected agents mount).
+    pub storage: Arc<StorageSecrets>,
 }
 
 impl View {
@@ -72,6 +81,7 @@ pub trait World: Send + Sync {
 pub struct Snapshot {
     namespaces: Arc<HashMap<String, Arc<Labels>>>,
     configs: Arc<ConfigIndex>,
+    storage: Arc<HashMap<String, Arc<StorageSecrets>>>,
 }
 
 #[derive(Debug, Default)]
@@ -120,7 +130,17 @@ impl Snapshot {
         Self {
             namespaces: Arc::new(index_namespaces(namespaces)),
             configs: Arc::new(ConfigIndex::build(configs, cluster_namespace)),
+            storage: Arc::new(HashMap::new()),
         }
+    }
+
+    /// The same snapshot with `storage` (each config with its `metadata.namespace`) indexed.
+    pub fn with_storage(
+        mut self,
+        storage: impl IntoIterator<Item = impl AsRef<NsightCloudStorageConfig>>,
+    ) -> Self {
+        self.storage = Arc::new(index_storage(storage));
+        self
     }
 
     /// The view of `namespace` (see [`World::view`]).
@@ -142,8 +162,30 @@ impl Snapshot {
             labels,
             configs,
             cluster,
+            storage: self.storage.get(namespace).cloned().unwrap_or_default(),
         }
     }
+}
+
+fn index_storage(
+    storage: impl IntoIterator<Item = impl AsRef<NsightCloudStorageConfig>>,
+) -> HashMap<String, Arc<StorageSecrets>> {
+    let mut by_namespace: HashMap<String, StorageSecrets> = HashMap::new();
+    for cr in storage {
+        let cr = cr.as_ref();
+        let (Some(ns), Some(name)) = (cr.metadata.namespace.clone(), cr.metadata.name.clone())
+        else {
+            continue;
+        };
+        by_namespace
+            .entry(ns)
+            .or_default()
+            .insert(name, config_secret(cr));
+    }
+    by_namespace
+        .into_iter()
+        .map(|(ns, m)| (ns, Arc::new(m)))
+        .collect()
 }
 
 fn index_namespaces(
@@ -170,15 +212,20 @@ pub struct WorldFile {
     pub namespaces: BTreeMap<String, Labels>,
     pub configs: Vec<Config>,
     pub cluster_namespace: Option<String>,
+    /// NsightCloudStorageConfigs, each with its `metadata.namespace`.
+    pub storage_configs: Vec<NsightCloudStorageConfig>,
 }
 
 impl From<WorldFile> for StaticWorld {
     fn from(file: WorldFile) -> Self {
-        Self(Snapshot::build(
-            file.namespaces,
-            file.configs.into_iter().map(Arc::new),
-            file.cluster_namespace.as_deref(),
-        ))
+        Self(
+            Snapshot::build(
+                file.namespaces,
+                file.configs.into_iter().map(Arc::new),
+                file.cluster_namespace.as_deref(),
+            )
+            .with_storage(file.storage_configs.into_iter().map(Arc::new)),
+        )
     }
 }
 
@@ -188,7 +235,7 @@ impl World for StaticWorld {
     }
 }
 
-/// The world kept current from the API server by two reflectors (see the module docs).
+/// The world kept current from the API server by three reflectors (see the module docs).
 #[derive(Clone)]
 pub struct KubeWorld {
     shared: Arc<Shared>,
@@ -199,8 +246,10 @@ struct Shared {
     cluster_namespace: Option<String>,
     configs: Store<Config>,
     namespaces: Store<PartialObjectMeta<Namespace>>,
+    storage: Store<NsightCloudStorageConfig>,
     configs_synced: AtomicBool,
     namespaces_synced: AtomicBool,
+    storage_synced: AtomicBool,
 }
 
 impl std::fmt::Debug for KubeWorld {
@@ -227,14 +276,17 @@ impl KubeWorld {
     ) -> (Self, impl std::future::Future<Output = ()> + Send + 'static) {
         let (configs, configs_writer) = reflector::store::<Config>();
         let (namespaces, namespaces_writer) = reflector::store::<PartialObjectMeta<Namespace>>();
+        let (storage, storage_writer) = reflector::store::<NsightCloudStorageConfig>();
         let world = Self {
             shared: Arc::new(Shared {
                 snapshot: RwLock::new(Arc::new(Snapshot::default())),
                 cluster_namespace,
                 configs,
                 namespaces,
+                storage,
                 configs_synced: AtomicBool::new(false),
                 namespaces_synced: AtomicBool::new(false),
+                storage_synced: AtomicBool::new(false),
             }),
         };
         let config_events = watcher(
@@ -248,6 +300,17 @@ impl KubeWorld {
             c.status = None;
         })
         .reflect(configs_writer);
+        let storage_events = watcher(
+            Api::<NsightCloudStorageConfig>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .default_backoff()
+        .modify(|c: &mut NsightCloudStorageConfig| {
+            c.managed_fields_mut().clear();
+            c.annotations_mut().clear();
+            c.status = None;
+        })
+        .reflect(storage_writer);
         let namespace_events = watcher(
             Api::<PartialObjectMeta<Namespace>>::all(client),
             watcher::Config::default(),
@@ -258,22 +321,25 @@ impl KubeWorld {
             n.annotations_mut().clear();
         })
         .reflect(namespaces_writer);
-        let (a, b) = (world.clone(), world.clone());
+        let (a, b, c) = (world.clone(), world.clone(), world.clone());
         let run = async move {
             futures::join!(
                 follow(config_events, "NsightOperatorProfileConfig", move || a
                     .rebuild_configs()),
                 follow(namespace_events, "Namespace", move || b
                     .rebuild_namespaces()),
+                follow(storage_events, "NsightCloudStorageConfig", move || c
+                    .rebuild_storage()),
             );
         };
         (world, run)
     }
 
-    /// Both initial lists are in.
+    /// Every initial list is in.
     pub fn synced(&self) -> bool {
         self.shared.configs_synced.load(Ordering::Acquire)
             && self.shared.namespaces_synced.load(Ordering::Acquire)
+            && self.shared.storage_synced.load(Ordering::Acquire)
     }
 
     /// The current index.
@@ -303,6 +369,7 @@ impl KubeWorld {
         self.replace(|old| Snapshot {
             namespaces: old.namespaces.clone(),
             configs: index,
+            storage: old.storage.clone(),
         });
         self.shared.configs_synced.store(true, Ordering::Release);
     }
@@ -315,8 +382,19 @@ impl KubeWorld {
         self.replace(|old| Snapshot {
             namespaces,
             configs: old.configs.clone(),
+            storage: old.storage.clone(),
         });
         self.shared.namespaces_synced.store(true, Ordering::Release);
+    }
+
+    fn rebuild_storage(&self) {
+        let storage = Arc::new(index_storage(self.shared.storage.state()));
+        self.replace(|old| Snapshot {
+            namespaces: old.namespaces.clone(),
+            configs: old.configs.clone(),
+            storage,
+        });
+        self.shared.storage_synced.store(true, Ordering::Release);
     }
 }
 

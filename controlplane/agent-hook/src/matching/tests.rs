@@ -123,3 +123,34 @@ fn names_resolve_through_path_like_execvp() {
         "/bin/x a"
     );
 }
+
+#[test]
+fn the_agent_itself_is_never_wrapped_even_when_everything_is_included() {
+    let c = config(".*", "");
+    let agent = req(
+        "/opt/nsight/nsight-agent",
+        &["nsight-agent", "run", "--", "/app/train"],
+    );
+    assert_eq!(decide(&c, &agent), None);
+    // The same program elsewhere is not the agent.
+    assert!(decide(&c, &req("/app/train", &["train"])).is_some());
+}
+
+#[test]
+fn a_process_reads_its_own_arguments_from_proc_cmdline() {
+    assert_eq!(
+        cmdline_argv(b"/usr/bin/python3\0train.py\0--epochs\0\0".as_slice()),
+        Some(vec![
+            "/usr/bin/python3".to_owned(),
+            "train.py".to_owned(),
+            "--epochs".to_owned(),
+            String::new()
+        ])
+    );
+    assert_eq!(
+        cmdline_argv(b"/app/x\0".as_slice()),
+        Some(vec!["/app/x".to_owned()])
+    );
+    assert_eq!(cmdline_argv(b"".as_slice()), None);
+    assert_eq!(cmdline_argv(b"\xff\0".as_slice()), None);
+}

@@ -123,7 +123,7 @@ fn profile(payloads: &Path, world: &Path, rounds: u32) -> Result<()> {
     use nsight_operator::{
         admission::{review, StaticWorld, World},
         decide::{decide_in, Decision},
-        patch::patch,
+        patch::{patch, report_storage},
         settings::Settings,
     };
     let read = |p: &Path| std::fs::read(p).with_context(|| format!("cannot read {}", p.display()));
@@ -175,7 +175,8 @@ fn profile(payloads: &Path, world: &Path, rounds: u32) -> Result<()> {
             let patch_us = match &decision {
                 Decision::Inject { tool, source } => {
                     let t = Instant::now();
-                    let ops = patch(&pod, tool, source, &settings);
+                    let storage = report_storage(tool, &view.storage);
+                    let ops = patch(&pod, tool, source, &settings, &storage);
                     let bytes = serde_json::to_vec(&ops)?;
                     std::hint::black_box(base64::Engine::encode(
                         &base64::engine::general_purpose::STANDARD,
