@@ -27,6 +27,7 @@ pub const MAX_INPUTS: usize = 16;
 
 /// Where a job is in its lifecycle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum JobStatus {
     Queued,
@@ -67,6 +68,7 @@ impl JobStatus {
 
 /// One file a job produced, as listed by `GET jobs/{id}/files`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct OutputFile {
     pub name: String,
@@ -79,6 +81,7 @@ pub struct OutputFile {
 /// `running`; `finished_at` and (unless succeeded) `reason` are set exactly when the status is
 /// terminal; `files` is non-empty only when succeeded.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Job {
     pub id: Uuid,
@@ -113,6 +116,7 @@ pub struct Job {
 /// One scope of reports a job reads: every `.sqlite` report of a session, or of one collection
 /// of it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct JobInput {
     pub session: String,
@@ -124,6 +128,7 @@ pub struct JobInput {
 /// session, or `inputs` for several scopes in order (a multi-report recipe such as `diff`).
 /// `tag` defaults to `default`; `args` are command-line style (`--name value`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct JobRequest {
     pub recipe: String,
@@ -141,6 +146,7 @@ pub struct JobRequest {
 
 /// `GET jobs`: only the jobs in this status (`queued`, `running`, ...).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct JobsQuery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -149,18 +155,21 @@ pub struct JobsQuery {
 
 /// `GET jobs`: oldest first.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct JobList {
     pub jobs: Vec<Job>,
 }
 
 /// `GET jobs/{id}/files`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct JobFiles {
     pub files: Vec<OutputFile>,
 }
 
 /// One line of a job's log.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct LogEntry {
     /// Unix milliseconds.
     pub time: u64,
@@ -172,13 +181,15 @@ pub struct LogEntry {
 /// `GET jobs/{id}/logs`: the job's log, oldest first (a long log keeps its first lines, a line
 /// saying how many were left out, and the newest).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct JobLogs {
     pub lines: Vec<LogEntry>,
 }
 
-/// One argument a recipe declares. (Fields in alphabetical order: the wire form predates this
-/// type.)
+/// One argument a recipe declares.
+// Fields in alphabetical order: the wire form predates this type.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RecipeArgument {
     /// The value used when the job does not give one.
     pub default: Option<String>,
@@ -187,9 +198,10 @@ pub struct RecipeArgument {
     pub name: String,
 }
 
-/// `GET recipes/{name}`: what a recipe is and the arguments it takes. (Fields in alphabetical
-/// order: the wire form predates this type.)
+/// `GET recipes/{name}`: what a recipe is and the arguments it takes.
+// Fields in alphabetical order: the wire form predates this type.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct RecipeView {
     pub arguments: Vec<RecipeArgument>,
@@ -200,6 +212,7 @@ pub struct RecipeView {
 
 /// `GET recipes`: every recipe the service offers, by name.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RecipeList {
     pub recipes: Vec<RecipeView>,
 }

@@ -18,6 +18,8 @@
 
 pub mod analysis;
 pub mod coordinator;
+#[cfg(feature = "schema")]
+pub mod openapi;
 pub mod problem;
 pub mod routes;
 

@@ -18,6 +18,7 @@ pub const MEDIA_TYPE: &str = "application/problem+json";
 /// all four members; a client reading a foreign body gets empty strings (and status 0) for the
 /// members it lacks.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Problem {
     /// Always `about:blank` from our services.
     #[serde(rename = "type", default)]

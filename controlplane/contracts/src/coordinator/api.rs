@@ -28,6 +28,7 @@ pub const DEFAULT_STATUS_LIMIT: usize = 100;
 
 /// `GET /status`: the tag (default `default`) and how many agents to list.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct StatusQuery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -38,6 +39,7 @@ pub struct StatusQuery {
 
 /// `GET /sessions`: only the sessions of this tag, in this state (`open`, `ended`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SessionsQuery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -48,6 +50,7 @@ pub struct SessionsQuery {
 
 /// `POST /sessions`: begin a session on a tag (default `default`), maybe titled.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct BeginSession {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -59,6 +62,7 @@ pub struct BeginSession {
 /// `POST /start`, `/stop` and `/end`: the tag (default `default`) and, to act on a session
 /// other than the tag's open one, its ID.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TagAction {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -69,12 +73,14 @@ pub struct TagAction {
 
 /// `GET /sessions`: the matching sessions, oldest first.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SessionList {
     pub sessions: Vec<SessionSummary>,
 }
 
 /// `POST /start`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Started {
     pub session: SessionId,
@@ -88,6 +94,7 @@ pub struct Started {
 
 /// `POST /stop`, and inside [`Ended`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Stopped {
     pub session: SessionId,
@@ -101,6 +108,7 @@ pub struct Stopped {
 
 /// `POST /end`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Ended {
     pub session: SessionId,
@@ -110,6 +118,7 @@ pub struct Ended {
 
 /// What a report file is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum ReportKind {
     /// The Nsight Systems report (`.nsys-rep`).
     #[serde(rename = "nsys-rep")]
@@ -131,6 +140,7 @@ impl ReportKind {
 
 /// One report of a session, as `GET /sessions/{id}/reports` lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ReportEntry {
     /// The object key in storage.
@@ -140,8 +150,9 @@ pub struct ReportEntry {
     pub instance: String,
     pub kind: ReportKind,
     pub size: u64,
-    /// RFC 3339.
+    /// When the object was last written (RFC 3339).
     #[serde(default, with = "time::serde::rfc3339::option")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<String>"))]
     pub last_modified: Option<OffsetDateTime>,
     /// Where `download` puts it: `<YYYYMMDDHHMMSS>-<title>/<collection>/<file>`.
     pub path: String,
@@ -161,6 +172,7 @@ pub struct ReportEntry {
 
 /// `GET /sessions/{id}/reports`: a session's reports.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ReportListing {
     pub session: String,

@@ -16,6 +16,7 @@ use uuid::Uuid;
 #[derive(
     Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
 )]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(transparent)]
 pub struct Millis(pub u64);
 
@@ -64,6 +65,11 @@ impl From<ValidationError> for crate::Problem {
 
 /// A label that partitions agents and sessions: 1 to 63 characters of `[A-Za-z0-9_.-]`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(extend("pattern" = "^[A-Za-z0-9_.-]{1,63}$"))
+)]
 #[serde(try_from = "String", into = "String")]
 pub struct Tag(String);
 
@@ -132,6 +138,8 @@ impl From<Tag> for String {
 /// A session title: 1 to 256 printable characters. Titles become download directory names, so
 /// path separators and the names `.` and `..` are rejected too.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(extend("minLength" = 1, "maxLength" = 256)))]
 #[serde(try_from = "String", into = "String")]
 pub struct Title(String);
 
@@ -197,6 +205,7 @@ impl From<Title> for String {
 
 /// Identifies a session (a UUID, shown hyphenated).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(transparent)]
 pub struct SessionId(pub Uuid);
 
@@ -227,6 +236,7 @@ impl FromStr for SessionId {
 
 /// Identifies a collection within its session: 1, 2, 3... in start order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(transparent)]
 pub struct CollectionId(pub u32);
 
@@ -248,6 +258,7 @@ impl fmt::Display for CollectionId {
 
 /// Who an agent is: one profiled process in one container. Unique among connected agents.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AgentIdentity {
     pub namespace: String,
@@ -269,6 +280,7 @@ impl AgentIdentity {
 /// percent-encoded so that distinct identities always give distinct keys. A string so it can key
 /// JSON maps.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(transparent)]
 pub struct AgentKey(String);
 
@@ -302,6 +314,7 @@ impl fmt::Display for AgentKey {
 
 /// How an agent profiles its process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum Backend {
     /// Nsight Systems (`nsys`) collects the report.
@@ -322,6 +335,7 @@ impl Backend {
 
 /// What an agent says about itself when it registers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AgentInfo {
     pub identity: AgentIdentity,
@@ -342,6 +356,7 @@ impl AgentInfo {
 
 /// Whether a session accepts new collections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum SessionState {
     Open,
@@ -367,6 +382,7 @@ impl SessionState {
 
 /// A user's profiling session on one tag: a sequence of collections.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Session {
     pub id: SessionId,
@@ -406,6 +422,7 @@ impl Session {
 
 /// Where a collection is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum CollectionState {
     /// START was sent; agents are profiling.
@@ -440,6 +457,7 @@ impl CollectionState {
 
 /// One START..STOP cycle of a session, with what happened at each agent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Collection {
     pub id: CollectionId,
@@ -452,6 +470,7 @@ pub struct Collection {
 
 /// What happened at one agent in one collection.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "state", rename_all = "camelCase")]
 pub enum AgentOutcome {
     /// START was sent (or is due when the agent reconnects).

@@ -13,6 +13,7 @@ use super::model::{
 
 /// An agent as shown by `status`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AgentStatus {
     pub key: AgentKey,
@@ -23,6 +24,7 @@ pub struct AgentStatus {
 
 /// A session without its collections' details.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SessionSummary {
     pub id: SessionId,
@@ -37,6 +39,7 @@ pub struct SessionSummary {
 
 /// A collection with the session it belongs to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct CollectionSummary {
     pub session: SessionId,
@@ -58,6 +61,7 @@ pub struct CollectionSummary {
 
 /// Everything `status` shows for one tag.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TagStatus {
     pub tag: Tag,
@@ -75,6 +79,7 @@ pub struct TagStatus {
 
 /// How many agents a tag has, whatever the view's limit.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AgentCounts {
     pub known: usize,
