@@ -232,7 +232,7 @@ pub(crate) enum Failure {
     /// `analysis run --wait`: the job ended without succeeding (already printed).
     JobFailed,
     /// `analysis run --input`: the local run failed (its own exit code).
-    Local(nsight_analysis::local::LocalError),
+    Local(nsight_recipe_host::local::LocalError),
     /// Flags that do not go together (exit 2); the message says what to write.
     Usage(String),
 }

@@ -122,51 +122,9 @@ fn check_component(field: &str, value: &str) -> Result<(), JobError> {
 }
 
 /// Parses command-line style arguments (`--name value` or `--name=value`) into pairs, refusing
-/// names the recipe does not declare.
+/// names the recipe does not declare (the host's [`nsight_recipe_host::parse_args`]).
 pub fn parse_args(args: &[String], info: &RecipeInfo) -> Result<Vec<(String, String)>, JobError> {
-    let known: Vec<&str> = info.arguments.iter().map(|a| a.name.as_str()).collect();
-    let accepted = || {
-        if known.is_empty() {
-            format!("recipe {} takes no arguments", info.name)
-        } else {
-            format!(
-                "recipe {} accepts: {}",
-                info.name,
-                known
-                    .iter()
-                    .map(|k| format!("--{k}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        }
-    };
-    let mut pairs = Vec::new();
-    let mut rest = args.iter();
-    while let Some(arg) = rest.next() {
-        let Some(flag) = arg.strip_prefix("--") else {
-            return Err(JobError::Invalid(format!(
-                "argument `{arg}` is not `--name value` or `--name=value`; {}",
-                accepted()
-            )));
-        };
-        let (name, value) = match flag.split_once('=') {
-            Some((n, v)) => (n.to_owned(), v.to_owned()),
-            None => {
-                let value = rest.next().ok_or_else(|| {
-                    JobError::Invalid(format!("argument `--{flag}` has no value"))
-                })?;
-                (flag.to_owned(), value.clone())
-            }
-        };
-        if !known.contains(&name.as_str()) {
-            return Err(JobError::Invalid(format!(
-                "unknown argument `--{name}`; {}",
-                accepted()
-            )));
-        }
-        pairs.push((name, value));
-    }
-    Ok(pairs)
+    nsight_recipe_host::parse_args(args, info).map_err(JobError::Invalid)
 }
 
 /// What a cancel request led to.
