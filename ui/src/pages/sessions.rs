@@ -3,7 +3,7 @@
 //! `GET /coordinator/v1/sessions` through the gateway; "Refresh" asks again.
 
 use leptos::prelude::*;
-use nsight_contracts::coordinator::{SessionState, SessionSummary};
+use nsight_contracts::coordinator::SessionSummary;
 
 use crate::api;
 
@@ -20,10 +20,7 @@ fn utc(ms: u64) -> String {
 }
 
 fn row(s: SessionSummary) -> impl IntoView {
-    let state = match s.state {
-        SessionState::Open => "open",
-        SessionState::Ended => "ended",
-    };
+    let state = s.state.as_str();
     view! {
         <tr data-testid="session-row" data-session=s.id.to_string()>
             <td><code>{s.id.to_string()}</code></td>
