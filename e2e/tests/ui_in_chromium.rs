@@ -1,5 +1,8 @@
 //! Toolchain proof 3: the Leptos UI, built to Wasm with wasm-bindgen, rendered by a real
-//! headless Chromium. The asserted text exists only once the Wasm code has run.
+//! headless Chromium. The asserted text exists only once the Wasm code has run. The sessions
+//! page fetches `/coordinator/v1/sessions` from the same origin; here a fixture file answers it
+//! (the coordinator's wire form), so the row proves fetch, decode (the contract's types) and
+//! render in a real browser.
 
 #![allow(clippy::unwrap_used, reason = "tests fail loudly on unexpected errors")]
 
@@ -15,8 +18,17 @@ fn chromium_renders_the_wasm_ui() {
         !html.contains("running in WebAssembly"),
         "the asserted text must come from Wasm, not from index.html"
     );
-    let root = index.parent().unwrap().to_path_buf();
-    let addr = http::serve_dir(root);
+    let site = TempDir::new("ui-site");
+    for entry in std::fs::read_dir(index.parent().unwrap()).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_file() {
+            std::fs::copy(entry.path(), site.path().join(entry.file_name())).unwrap();
+        }
+    }
+    let api = site.path().join("coordinator/v1");
+    std::fs::create_dir_all(&api).unwrap();
+    std::fs::write(api.join("sessions"), SESSIONS).unwrap();
+    let addr = http::serve_dir(site.path().to_path_buf());
     let profile = TempDir::new("chromium-profile");
     let out = Command::new(chromium_bin())
         .args([
@@ -52,4 +64,13 @@ fn chromium_renders_the_wasm_ui() {
         )),
         "Wasm-rendered text missing; DOM:\n{dom}"
     );
+    assert!(
+        dom.contains(r#"data-session="67e55044-10b1-426f-9247-bb680e5fe0c8""#)
+            && dom.contains("baseline run")
+            && dom.contains("2024-05-01 12:00:00 UTC"),
+        "the sessions page did not list the session; DOM:\n{dom}"
+    );
 }
+
+/// `GET /coordinator/v1/sessions` as the coordinator answers it.
+const SESSIONS: &str = r#"{"sessions":[{"id":"67e55044-10b1-426f-9247-bb680e5fe0c8","tag":"default","title":"baseline run","state":"ended","createdAt":1714564800000,"endedAt":1714564900000,"collections":2}]}"#;

@@ -12,6 +12,8 @@
 
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
+use nsight_contracts::routes;
+
 use crate::ir::{
     AuthFilter, GatewayIr, HealthCheck, IrError, Listener, Route, TlsSecret, Upstream,
     GATEWAY_PORT, STORAGE_PROXY_PORT,
@@ -40,8 +42,8 @@ pub struct Prefixes {
 impl Default for Prefixes {
     fn default() -> Self {
         Self {
-            coordinator: "/coordinator/".into(),
-            analysis: "/analysis/".into(),
+            coordinator: routes::COORDINATOR.into(),
+            analysis: routes::ANALYSIS.into(),
             tenant: "/tenant/".into(),
         }
     }

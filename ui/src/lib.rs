@@ -1,9 +1,12 @@
 //! The Nsight Cloud UI, a Leptos client-side-rendered app.
 //!
-//! `start` only mounts; the app's pieces live in `app`. The page grows with the REST APIs it
-//! calls (sessions, reports, analysis) as they land.
+//! `start` only mounts; the shell is `app`, the pages `pages/`, the REST calls `api` (typed by
+//! `nsight_contracts`, the same types the servers and the CLI use). The page grows with the
+//! REST APIs it calls (sessions, reports, analysis) as they land.
 
+mod api;
 mod app;
+mod pages;
 
 pub use app::App;
 

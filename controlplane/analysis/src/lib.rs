@@ -1,39 +1,21 @@
-//! The analysis service: recipes as sandboxed Wasm components of the `recipe` world (wit/),
-//! each run reading one report (an nsys SQLite export) read-only.
+//! The analysis service (binary `nsight-analysis`): jobs that run recipes over the reports in
+//! storage, with CSV, notebook and HTML outputs written back to storage, behind a REST API
+//! ([`service`]). The recipe host itself (sandboxed Wasm components over a report's SQLite, the
+//! outputs, the local runner) is the `nsight-recipe-host` library, re-exported here.
 //!
 //! ```text
-//!  recipes dir ──load──> RecipeHost (compile once, cache by sha256)
-//!                            │ new Store per call: fuel + memory limits
-//!                            v
-//!                        component ──describe()──> RecipeInfo
-//!                        component ──run(args)───> RecipeOutput ──table_to_csv──> CSV
-//!                            │ report import
-//!                            v
-//!                        ReportDb (read-only SQLite, cursors on worker threads)
+//!  REST (axum) ──> Service ──> runner ──> nsight_recipe_host::RecipeHost ──> recipe components
+//!      │              │ records (redb)         │ reports read from storage (S3 or local)
+//!      v              v                        v
+//!   nsight_contracts::analysis types      outputs written back to storage
 //! ```
-//!
-//! [`compile_cache`] keeps compiled components on disk across processes; [`local`] runs a
-//! recipe on local files with no server (the CLI's `analysis run --input`).
-//!
-//! [`service`] is the REST service around the host (binary `nsight-analysis`): jobs over the
-//! reports in storage, with CSV, notebook and HTML outputs written back to storage.
 
-mod columns;
-pub mod compile_cache;
-pub mod csv;
-mod cursor;
-pub mod local;
-pub mod output_check;
-pub mod recipe_host;
-pub mod report;
-pub mod sandbox;
 pub mod service;
 
-pub use csv::table_to_csv;
-pub use recipe_host::{
-    Argument, CancelHandle, Column, ColumnKind, Figure, Level, Limits, LoadSource, LogLine,
-    RecipeHost, RecipeHostError, RecipeInfo, RecipeKind, RecipeOutput, Table, Value,
-};
-pub use report::{
-    ColumnBatch, ColumnBuf, Cursor, QueryError, QueryLimits, ReportDb, ReportError, StopFlag,
+// The host library, re-exported so `nsight_analysis::RecipeHost` and friends keep their paths.
+pub use nsight_recipe_host::{
+    compile_cache, csv, local, output_check, recipe_host, render, report, sandbox, table_to_csv,
+    Argument, CancelHandle, Column, ColumnBatch, ColumnBuf, ColumnKind, Cursor, Figure, Level,
+    Limits, LoadSource, LogLine, QueryError, QueryLimits, RecipeHost, RecipeHostError, RecipeInfo,
+    RecipeKind, RecipeOutput, ReportDb, ReportError, StopFlag, Table, Value,
 };

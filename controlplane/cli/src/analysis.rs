@@ -8,7 +8,10 @@ use std::{
 };
 
 use clap::{Args, Subcommand};
-use nsight_analysis::service::job::JobInput;
+use nsight_contracts::{
+    analysis::{Job, JobFiles, JobInput, JobList, JobLogs, JobStatus, RecipeList, RecipeView},
+    routes::ANALYSIS_V1,
+};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use uuid::Uuid;
@@ -115,43 +118,6 @@ pub enum ReportsCommand {
     Delete { id: Uuid },
 }
 
-/// A job as the service answers it (unknown fields ignored).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Job {
-    pub id: Uuid,
-    pub recipe: String,
-    #[serde(default)]
-    pub args: Vec<String>,
-    pub session: String,
-    /// Every session (and collection) the job reads, in order.
-    #[serde(default)]
-    pub inputs: Vec<JobInput>,
-    pub status: String,
-    #[serde(default)]
-    pub reason: Option<String>,
-    #[serde(default)]
-    pub files: Vec<JobFile>,
-    #[serde(default)]
-    pub notes: Vec<String>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct JobFile {
-    pub name: String,
-    pub size: u64,
-}
-
-#[derive(Debug, Deserialize)]
-struct Jobs {
-    jobs: Vec<Job>,
-}
-
-#[derive(Debug, Deserialize)]
-struct Files {
-    files: Vec<JobFile>,
-}
-
 /// What a command produced: the JSON answer (for `--output json`) and the table.
 #[derive(Debug)]
 pub struct Outcome {
@@ -172,8 +138,6 @@ fn body(reply: &crate::api::Reply) -> Result<Value, ApiError> {
     reply.parse::<Value>()
 }
 
-const TERMINAL: [&str; 3] = ["succeeded", "failed", "cancelled"];
-
 /// Runs one `analysis` command. `session` resolves the default session when `run` needs it.
 pub fn run(
     client: &Client,
@@ -184,16 +148,19 @@ pub fn run(
     match command {
         AnalysisCommand::List => {
             let value = body(&client.analysis_get("/recipes", &[])?)?;
+            let list: RecipeList = parse(&value, &client.analysis_url("/recipes"))?;
             Ok(Outcome {
-                table: recipes_table(&value),
+                table: recipes_table(&list),
                 json: value,
                 failed: false,
             })
         }
         AnalysisCommand::Info { name } => {
-            let value = body(&client.analysis_get(&format!("/recipes/{name}"), &[])?)?;
+            let path = format!("/recipes/{name}");
+            let value = body(&client.analysis_get(&path, &[])?)?;
+            let recipe: RecipeView = parse(&value, &client.analysis_url(&path))?;
             Ok(Outcome {
-                table: recipe_info(&value),
+                table: recipe_info(&recipe),
                 json: value,
                 failed: false,
             })
@@ -223,14 +190,14 @@ pub fn run(
             let job: Job = parse(&value, &url)?;
             Ok(Outcome {
                 table: job_table(&job, client),
-                failed: args.wait && job.status != "succeeded",
+                failed: args.wait && job.status != JobStatus::Succeeded,
                 json: value,
             })
         }
         AnalysisCommand::Ui => {
             let url = client
                 .analysis_url("/")
-                .replace("/analysis/v1/", "/#/analysis");
+                .replace(&format!("{ANALYSIS_V1}/"), "/#/analysis");
             let table = text(format!("{url}\n"));
             Ok(Outcome {
                 json: json!({ "url": url }),
@@ -246,9 +213,10 @@ fn wait_for(client: &Client, id: Uuid) -> Result<Value, crate::Failure> {
     let started = Instant::now();
     let mut delay = Duration::from_millis(100);
     loop {
-        let value = body(&client.analysis_get(&format!("/jobs/{id}"), &[])?)?;
-        let status = value.get("status").and_then(Value::as_str).unwrap_or("");
-        if TERMINAL.contains(&status) {
+        let path = format!("/jobs/{id}");
+        let value = body(&client.analysis_get(&path, &[])?)?;
+        let job: Job = parse(&value, &client.analysis_url(&path))?;
+        if job.status.is_terminal() {
             return Ok(value);
         }
         if started.elapsed() > Duration::from_secs(3600) {
@@ -269,7 +237,7 @@ fn reports(client: &Client, command: &ReportsCommand) -> Result<Outcome, crate::
         ReportsCommand::List { status } => {
             let query: Vec<(&str, &str)> = status.iter().map(|s| ("status", s.as_str())).collect();
             let value = body(&client.analysis_get("/jobs", &query)?)?;
-            let jobs: Jobs = parse(&value, &client.analysis_url("/jobs"))?;
+            let jobs: JobList = parse(&value, &client.analysis_url("/jobs"))?;
             Ok(ok(value, jobs_table(&jobs.jobs)))
         }
         ReportsCommand::Info { id } => {
@@ -278,24 +246,14 @@ fn reports(client: &Client, command: &ReportsCommand) -> Result<Outcome, crate::
             Ok(ok(value, job_table(&job, client)))
         }
         ReportsCommand::Logs { id } => {
-            let value = body(&client.analysis_get(&format!("/jobs/{id}/logs"), &[])?)?;
-            let mut table = Rendered::default();
-            for line in value
-                .get("lines")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                table
-                    .out
-                    .push_str(&clean(line.as_str().unwrap_or_default()));
-                table.out.push('\n');
-            }
-            Ok(ok(value, table))
+            let path = format!("/jobs/{id}/logs");
+            let value = body(&client.analysis_get(&path, &[])?)?;
+            let logs: JobLogs = parse(&value, &client.analysis_url(&path))?;
+            Ok(ok(value, logs_table(&logs)))
         }
         ReportsCommand::Download { id, output_dir } => {
             let value = body(&client.analysis_get(&format!("/jobs/{id}/files"), &[])?)?;
-            let files: Files = parse(&value, &client.analysis_url("/files"))?;
+            let files: JobFiles = parse(&value, &client.analysis_url("/files"))?;
             let dir = output_dir.join(id.to_string());
             let mut table = Rendered::default();
             let mut written = Vec::new();
@@ -367,22 +325,16 @@ fn clean(text: &str) -> String {
         .collect()
 }
 
-fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
-    v.get(key).and_then(Value::as_str).unwrap_or("")
-}
-
 /// `analysis list`.
-pub fn recipes_table(value: &Value) -> Rendered {
+pub fn recipes_table(list: &RecipeList) -> Rendered {
     let mut r = Rendered::default();
-    let recipes = value.get("recipes").and_then(Value::as_array);
-    let rows: Vec<(String, String)> = recipes
-        .into_iter()
-        .flatten()
+    let rows: Vec<(String, String)> = list
+        .recipes
+        .iter()
         .map(|x| {
-            let description = str_of(x, "description");
             (
-                clean(str_of(x, "name")),
-                clean(description.lines().next().unwrap_or("")),
+                clean(&x.name),
+                clean(x.description.lines().next().unwrap_or("")),
             )
         })
         .collect();
@@ -396,24 +348,36 @@ pub fn recipes_table(value: &Value) -> Rendered {
 }
 
 /// `analysis info`.
-pub fn recipe_info(value: &Value) -> Rendered {
+pub fn recipe_info(recipe: &RecipeView) -> Rendered {
     let mut r = Rendered::default();
     r.out.push_str(&format!(
         "{} ({})\n{}\n",
-        clean(str_of(value, "name")),
-        clean(str_of(value, "displayName")),
-        clean(str_of(value, "description"))
+        clean(&recipe.name),
+        clean(&recipe.display_name),
+        clean(&recipe.description)
     ));
-    let args = value.get("arguments").and_then(Value::as_array);
-    for a in args.into_iter().flatten() {
-        let default = match a.get("default") {
-            Some(Value::String(s)) => format!(" [default: {}]", clean(s)),
-            _ => String::new(),
+    for a in &recipe.arguments {
+        let default = match &a.default {
+            Some(s) => format!(" [default: {}]", clean(s)),
+            None => String::new(),
         };
         r.out.push_str(&format!(
             "  --{}  {}{default}\n",
-            clean(str_of(a, "name")),
-            clean(str_of(a, "description"))
+            clean(&a.name),
+            clean(&a.description)
+        ));
+    }
+    r
+}
+
+/// `analysis reports logs`: one line per entry, `LEVEL message`.
+pub fn logs_table(logs: &JobLogs) -> Rendered {
+    let mut r = Rendered::default();
+    for line in &logs.lines {
+        r.out.push_str(&format!(
+            "{:<5} {}\n",
+            clean(&line.level),
+            clean(&line.message)
         ));
     }
     r
@@ -431,7 +395,7 @@ pub fn job_table(job: &Job, client: &Client) -> Rendered {
         "Job {} ({recipe}) on {}: {}\n",
         job.id,
         clean(&job_scope(job)),
-        job.status
+        job.status.as_str()
     ));
     if let Some(reason) = &job.reason {
         r.out.push_str(&format!("  reason: {}\n", clean(reason)));
@@ -446,13 +410,13 @@ pub fn job_table(job: &Job, client: &Client) -> Rendered {
             human_size(file.size)
         ));
     }
-    if job.status == "succeeded" {
+    if job.status == JobStatus::Succeeded {
         r.out.push_str(&format!(
             "  notebook: {}\n  download: nsight-cloud analysis reports download {}\n",
             client.analysis_url(&format!("/jobs/{}/notebook.html", job.id)),
             job.id
         ));
-    } else if !TERMINAL.contains(&job.status.as_str()) {
+    } else if !job.status.is_terminal() {
         r.out.push_str(&format!(
             "  follow it with: nsight-cloud analysis reports info {}\n",
             job.id
@@ -490,7 +454,7 @@ pub fn jobs_table(jobs: &[Job]) -> Rendered {
         r.out.push_str(&format!(
             "{}  {:<9}  {:<18}  {}\n",
             job.id,
-            job.status,
+            job.status.as_str(),
             clean(&job.recipe),
             clean(&match job.inputs.len() {
                 0 | 1 => job.session.clone(),
@@ -507,9 +471,12 @@ mod tests {
 
     #[test]
     fn recipe_tables_show_names_first_lines_and_arguments() {
-        let list = json!({"recipes": [
-            {"name": "nvtx_sum", "description": "NVTX range summary\nmore"},
-            {"name": "sql", "description": "Run\u{1b}[31m SQL"}]});
+        let list: RecipeList = serde_json::from_value(json!({"recipes": [
+            {"name": "nvtx_sum", "displayName": "NVTX", "arguments": [],
+             "description": "NVTX range summary\nmore"},
+            {"name": "sql", "displayName": "SQL", "arguments": [],
+             "description": "Run\u{1b}[31m SQL"}]}))
+        .unwrap();
         let out = recipes_table(&list).out;
         assert!(out.contains("nvtx_sum  NVTX range summary\n"), "{out}");
         assert!(!out.contains("more"));
@@ -517,10 +484,24 @@ mod tests {
             !out.contains('\u{1b}'),
             "control characters are not printed"
         );
-        let info = json!({"name": "nvtx_sum", "displayName": "NVTX Range Summary",
-            "description": "d", "arguments": [{"name": "timeunit", "description": "unit", "default": "nsec"}]});
+        let info: RecipeView = serde_json::from_value(json!({"name": "nvtx_sum",
+            "displayName": "NVTX Range Summary", "description": "d",
+            "arguments": [{"name": "timeunit", "description": "unit", "default": "nsec"}]}))
+        .unwrap();
         assert!(recipe_info(&info)
             .out
             .contains("--timeunit  unit [default: nsec]"));
+    }
+
+    #[test]
+    fn log_lines_show_level_and_message() {
+        let logs: JobLogs = serde_json::from_value(json!({"lines": [
+            {"time": 1, "level": "info", "message": "running nvtx_sum"},
+            {"time": 2, "level": "error", "message": "failed:\u{1b}[31m x"}]}))
+        .unwrap();
+        assert_eq!(
+            logs_table(&logs).out,
+            "info  running nvtx_sum\nerror failed:?[31m x\n"
+        );
     }
 }

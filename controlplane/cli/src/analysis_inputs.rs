@@ -13,8 +13,7 @@
 
 use std::{fmt, str::FromStr};
 
-use nsight_analysis::service::job::{JobInput, MAX_INPUTS};
-use serde_json::{json, Value};
+use nsight_contracts::analysis::{JobInput, JobRequest, MAX_INPUTS};
 use uuid::Uuid;
 
 /// One `--session` value: `UUID` or `UUID:COLLECTION`.
@@ -112,18 +111,24 @@ pub fn single_request(
     tag: &str,
     session: Uuid,
     collection: Option<&str>,
-) -> Value {
-    json!({
-        "recipe": recipe,
-        "args": args,
-        "session": session.to_string(),
-        "collection": collection,
-        "tag": tag,
-    })
+) -> JobRequest {
+    JobRequest {
+        recipe: recipe.to_owned(),
+        args: args.to_vec(),
+        session: Some(session.to_string()),
+        collection: collection.map(str::to_owned),
+        inputs: None,
+        tag: Some(tag.to_owned()),
+    }
 }
 
 /// The `POST jobs` body of the inputs form: `inputs` in order.
-pub fn inputs_request(recipe: &str, args: &[String], tag: &str, inputs: &[SessionInput]) -> Value {
+pub fn inputs_request(
+    recipe: &str,
+    args: &[String],
+    tag: &str,
+    inputs: &[SessionInput],
+) -> JobRequest {
     let inputs: Vec<JobInput> = inputs
         .iter()
         .map(|i| JobInput {
@@ -131,11 +136,20 @@ pub fn inputs_request(recipe: &str, args: &[String], tag: &str, inputs: &[Sessio
             collection: i.collection.clone(),
         })
         .collect();
-    json!({ "recipe": recipe, "args": args, "inputs": inputs, "tag": tag })
+    JobRequest {
+        recipe: recipe.to_owned(),
+        args: args.to_vec(),
+        session: None,
+        collection: None,
+        inputs: Some(inputs),
+        tag: Some(tag.to_owned()),
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     const A: &str = "67e55044-10b1-426f-9247-bb680e5fe0c8";
@@ -180,7 +194,7 @@ mod tests {
         let Scope::Several(inputs) = scope(&two, None).unwrap() else {
             panic!("two sessions are the inputs form");
         };
-        let body = inputs_request("diff", &[], "default", &inputs);
+        let body = serde_json::to_value(inputs_request("diff", &[], "default", &inputs)).unwrap();
         assert_eq!(
             body,
             json!({"recipe": "diff", "args": [], "tag": "default",
@@ -203,9 +217,9 @@ mod tests {
             None,
         );
         assert_eq!(
-            body,
+            serde_json::to_value(body).unwrap(),
             json!({"recipe": "nvtx_sum", "args": ["--timeunit", "usec"], "session": A,
-                   "collection": null, "tag": "t"})
+                   "tag": "t"})
         );
     }
 }

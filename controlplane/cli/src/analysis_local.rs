@@ -1,7 +1,7 @@
 //! `analysis run <name> [args..] --input FILE.sqlite [--input FILE2.sqlite] [--output DIR]`:
 //! the local form, with no server. This module is the glue only: it picks the recipes and
 //! cache directories, and prints (flags after the recipe's arguments: analysis_flags.rs); the run
-//! itself is `nsight_analysis::local::run_local` (the service's host, limits and outputs).
+//! itself is `nsight_recipe_host::local::run_local` (the service's host, limits and outputs).
 //!
 //! ```text
 //!  RunArgs ──local_request──> LocalRequest ──run_local──> LocalRun ──> tables on stdout,
@@ -13,7 +13,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use nsight_analysis::{
+use nsight_recipe_host::{
     local::{run_local, LocalError, LocalRequest},
     Limits,
 };

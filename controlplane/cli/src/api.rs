@@ -1,6 +1,6 @@
 //! A small blocking client for the coordinator's REST API (docs/api/coordinator-rest.md) as
-//! reached through the gateway at `<gw>/coordinator/v1/...`, plus the wire types of the answers
-//! the CLI reads. Owns the base URL, the `Authorization` header, timeouts and turning non-2xx
+//! reached through the gateway at `<gw>/coordinator/v1/...`, and the analysis service's at
+//! `<gw>/analysis/v1/...`. The wire types are the contract's (`nsight_contracts`). Owns the base URL, the `Authorization` header, timeouts and turning non-2xx
 //! answers (`application/problem+json` or not) into [`ApiError`]s. Prints nothing and never
 //! logs the API key.
 //!
@@ -12,25 +12,24 @@
 //! Answers are returned as raw text ([`Reply`]) so `--output json` can print them unchanged;
 //! [`Reply::parse`] reads the typed view for tables.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
+use nsight_contracts::{
+    coordinator::{BeginSession, SessionsQuery, StatusQuery, TagAction},
+    routes::{ANALYSIS_V1, COORDINATOR_V1},
+};
 use reqwest::blocking::{Client as Http, RequestBuilder};
-
-use crate::trust::{self, CaCert};
 use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE, LOCATION};
 use reqwest::redirect::Policy;
 use reqwest::StatusCode;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use uuid::Uuid;
 
-use crate::config::{ApiKey, HttpUrl};
+pub use nsight_contracts::Problem;
 
-/// The coordinator's API below the gateway URL.
-pub const API_PREFIX: &str = "/coordinator/v1";
-/// The analysis service's prefix on the gateway.
-pub const ANALYSIS_PREFIX: &str = "/analysis/v1";
+use crate::config::{ApiKey, HttpUrl};
+use crate::trust::{self, CaCert};
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -90,50 +89,6 @@ pub struct Refusal {
     pub body: String,
 }
 
-/// An RFC 7807 problem (`application/problem+json`). Every field is optional so that any JSON
-/// error body can be read; [`Problem::message`] picks the most useful text.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-pub struct Problem {
-    #[serde(rename = "type")]
-    pub kind: Option<String>,
-    pub title: Option<String>,
-    pub status: Option<u16>,
-    pub detail: Option<String>,
-}
-
-impl Problem {
-    /// Reads an error body: a problem document, else the body's first line as the detail.
-    pub fn from_body(status: StatusCode, body: &str) -> Problem {
-        match serde_json::from_str::<Problem>(body) {
-            Ok(p) if p.detail.is_some() || p.title.is_some() => p,
-            _ => {
-                let text: String = body
-                    .trim()
-                    .lines()
-                    .next()
-                    .unwrap_or("")
-                    .chars()
-                    .take(200)
-                    .collect();
-                Problem {
-                    kind: None,
-                    title: status.canonical_reason().map(str::to_owned),
-                    status: Some(status.as_u16()),
-                    detail: (!text.is_empty()).then_some(text),
-                }
-            }
-        }
-    }
-
-    /// The detail, else the title, else a generic text.
-    pub fn message(&self) -> &str {
-        self.detail
-            .as_deref()
-            .or(self.title.as_deref())
-            .unwrap_or("the gateway refused the request")
-    }
-}
-
 /// A 2xx answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reply {
@@ -151,22 +106,6 @@ impl Reply {
             source,
         })
     }
-}
-
-/// `POST /v1/sessions`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct BeginRequest<'a> {
-    pub tag: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub title: Option<&'a str>,
-}
-
-/// `POST /v1/start`, `/v1/stop` and `/v1/end`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TagRequest<'a> {
-    pub tag: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub session: Option<Uuid>,
 }
 
 /// The blocking coordinator client. Invariant: `base` is `<gw>/coordinator/v1` with no trailing
@@ -204,11 +143,8 @@ impl Client {
             .build()
             .map_err(ApiError::Setup)?;
         Ok(Client {
-            base: format!("{}{API_PREFIX}", gateway.as_str().trim_end_matches('/')),
-            analysis_base: format!(
-                "{}{ANALYSIS_PREFIX}",
-                gateway.as_str().trim_end_matches('/')
-            ),
+            base: format!("{}{COORDINATOR_V1}", gateway.as_str().trim_end_matches('/')),
+            analysis_base: format!("{}{ANALYSIS_V1}", gateway.as_str().trim_end_matches('/')),
             auth,
             http,
         })
@@ -222,23 +158,31 @@ impl Client {
     /// `GET /v1/status?tag=T` -> `TagStatus`.
     pub fn status(&self, tag: &str) -> Result<Reply, ApiError> {
         let url = self.url("/status");
-        let request = self.http.get(&url).query(&[("tag", tag)]);
+        let query = StatusQuery {
+            tag: Some(tag.to_owned()),
+            limit: None,
+        };
+        let request = self.http.get(&url).query(&query);
         self.send("GET", url, request)
     }
 
     /// `POST /v1/sessions` -> 201 `SessionSummary`.
     pub fn begin_session(&self, tag: &str, title: Option<&str>) -> Result<Reply, ApiError> {
-        self.post("/sessions", &BeginRequest { tag, title })
+        let body = BeginSession {
+            tag: Some(tag.to_owned()),
+            title: title.map(str::to_owned),
+        };
+        self.post("/sessions", &body)
     }
 
     /// `POST /v1/start` -> `Started`.
     pub fn start(&self, tag: &str, session: Option<Uuid>) -> Result<Reply, ApiError> {
-        self.post("/start", &TagRequest { tag, session })
+        self.post("/start", &tag_action(tag, session))
     }
 
     /// `POST /v1/stop` -> `Stopped`.
     pub fn stop(&self, tag: &str, session: Option<Uuid>) -> Result<Reply, ApiError> {
-        self.post("/stop", &TagRequest { tag, session })
+        self.post("/stop", &tag_action(tag, session))
     }
 
     /// The URL of `path` under the analysis service (`/analysis/v1`).
@@ -285,15 +229,19 @@ impl Client {
         Err(ApiError::Refused(Box::new(Refusal {
             url: url.to_owned(),
             status,
-            problem: Problem::from_body(status, &body),
+            problem: Problem::from_body(status.as_u16(), &body),
             body,
         })))
     }
 
-    /// `GET /v1/sessions?tag=T` -> `{"sessions": [SessionSummary]}`.
+    /// `GET /v1/sessions?tag=T` -> `SessionList`.
     pub fn sessions(&self, tag: &str) -> Result<Reply, ApiError> {
         let url = self.url("/sessions");
-        let request = self.http.get(&url).query(&[("tag", tag)]);
+        let query = SessionsQuery {
+            tag: Some(tag.to_owned()),
+            state: None,
+        };
+        let request = self.http.get(&url).query(&query);
         self.send("GET", url, request)
     }
 
@@ -306,7 +254,7 @@ impl Client {
 
     /// `POST /v1/end` -> `Ended`.
     pub fn end(&self, tag: &str, session: Option<Uuid>) -> Result<Reply, ApiError> {
-        self.post("/end", &TagRequest { tag, session })
+        self.post("/end", &tag_action(tag, session))
     }
 
     fn post<B: Serialize>(&self, path: &str, body: &B) -> Result<Reply, ApiError> {
@@ -357,10 +305,18 @@ impl Client {
             Err(ApiError::Refused(Box::new(Refusal {
                 url,
                 status,
-                problem: Problem::from_body(status, &body),
+                problem: Problem::from_body(status.as_u16(), &body),
                 body,
             })))
         }
+    }
+}
+
+/// The body of `start`, `stop` and `end`.
+fn tag_action(tag: &str, session: Option<Uuid>) -> TagAction {
+    TagAction {
+        tag: Some(tag.to_owned()),
+        session: session.map(|id| id.to_string()),
     }
 }
 
@@ -379,196 +335,11 @@ pub fn chain(error: &dyn std::error::Error) -> String {
     text
 }
 
-// ---- Answers (camelCase JSON; unknown fields are ignored so newer servers keep working) ----
-
-/// `GET /v1/sessions`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct Sessions {
-    pub sessions: Vec<SessionSummary>,
-}
-
-/// `GET /v1/sessions/{id}/reports`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ReportListing {
-    pub session: String,
-    pub tag: String,
-    pub directory: String,
-    pub reports: Vec<ReportEntry>,
-    #[serde(default)]
-    pub url_error: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ReportEntry {
-    pub key: String,
-    pub collection: String,
-    pub process: String,
-    pub instance: String,
-    pub kind: String,
-    pub size: u64,
-    #[serde(default)]
-    pub last_modified: Option<String>,
-    pub path: String,
-    pub flat_path: String,
-    #[serde(default)]
-    pub url: Option<String>,
-    /// Hex SHA-256 of the report when the server knows it; the download is verified against it
-    /// (else against the `x-amz-meta-sha256` the storage sends with the object, if any).
-    #[serde(default)]
-    pub sha256: Option<String>,
-}
-
-/// `GET /v1/status`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TagStatus {
-    pub tag: String,
-    #[serde(default)]
-    pub agents: Vec<AgentStatus>,
-    /// Counts over all the tag's agents (`agents` lists at most the server's limit).
-    #[serde(default)]
-    pub agent_counts: Option<AgentCounts>,
-    #[serde(default)]
-    pub active_session: Option<SessionSummary>,
-    #[serde(default)]
-    pub active_collection: Option<CollectionSummary>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AgentCounts {
-    pub known: usize,
-    pub connected: usize,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AgentStatus {
-    pub key: String,
-    pub info: AgentInfo,
-    pub connected: bool,
-    pub last_seen: u64,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AgentInfo {
-    pub identity: AgentIdentity,
-    #[serde(default)]
-    pub tag: String,
-    #[serde(default)]
-    pub node: String,
-    pub backend: String,
-    #[serde(default)]
-    pub diagnostics: Vec<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AgentIdentity {
-    pub namespace: String,
-    pub pod: String,
-    pub container: String,
-    pub process_name: String,
-    pub pid: u32,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SessionSummary {
-    pub id: Uuid,
-    pub tag: String,
-    #[serde(default)]
-    pub title: Option<String>,
-    pub state: String,
-    pub created_at: u64,
-    #[serde(default)]
-    pub ended_at: Option<u64>,
-    pub collections: u64,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CollectionSummary {
-    pub session: Uuid,
-    pub id: u32,
-    pub state: String,
-    pub started_at: u64,
-    #[serde(default)]
-    pub stop_requested_at: Option<u64>,
-    #[serde(default)]
-    pub completed_at: Option<u64>,
-    #[serde(default)]
-    pub agents: BTreeMap<String, AgentOutcome>,
-    /// Per-state counts over all agents (`agents` may list only some).
-    #[serde(default)]
-    pub outcome_counts: Option<BTreeMap<String, usize>>,
-    #[serde(default)]
-    pub agents_total: Option<usize>,
-}
-
-/// What happened at one agent in one collection; `keys` only for `uploaded`, `reason` only for
-/// `failed`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct AgentOutcome {
-    pub state: String,
-    #[serde(default)]
-    pub keys: Vec<String>,
-    #[serde(default)]
-    pub reason: Option<String>,
-}
-
-/// `POST /v1/start`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Started {
-    pub session: Uuid,
-    pub collection: u32,
-    #[serde(default)]
-    pub session_created: bool,
-    pub agents: u64,
-}
-
-/// `POST /v1/stop`, and inside [`Ended`].
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Stopped {
-    pub session: Uuid,
-    pub collection: u32,
-    pub agents: u64,
-    pub state: String,
-}
-
-/// `POST /v1/end`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Ended {
-    pub session: Uuid,
-    #[serde(default)]
-    pub stopped: Option<Stopped>,
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use nsight_contracts::coordinator::Ended;
 
-    #[test]
-    fn problem_documents_and_plain_bodies() {
-        let p = Problem::from_body(
-            StatusCode::CONFLICT,
-            r#"{"type":"about:blank","title":"Conflict","status":409,"detail":"already collecting"}"#,
-        );
-        assert_eq!(p.message(), "already collecting");
-        assert_eq!(p.status, Some(409));
-        let p = Problem::from_body(StatusCode::UNAUTHORIZED, "missing bearer token\nmore");
-        assert_eq!(p.message(), "missing bearer token");
-        let p = Problem::from_body(StatusCode::BAD_GATEWAY, "");
-        assert_eq!(p.message(), "Bad Gateway");
-        let p = Problem::from_body(StatusCode::NOT_FOUND, r#"{"title":"Not Found"}"#);
-        assert_eq!(p.message(), "Not Found");
-    }
+    use super::*;
 
     #[test]
     fn refused_error_shows_detail_and_status() {
@@ -576,7 +347,7 @@ mod tests {
             url: "http://gw/coordinator/v1/start".into(),
             status: StatusCode::CONFLICT,
             problem: Problem {
-                detail: Some("stop it first".into()),
+                detail: "stop it first".into(),
                 ..Problem::default()
             },
             body: String::new(),
@@ -586,29 +357,15 @@ mod tests {
     }
 
     #[test]
-    fn request_bodies_omit_missing_session_and_title() {
-        let body = serde_json::to_value(TagRequest {
-            tag: "t",
-            session: None,
-        })
-        .unwrap();
+    fn request_bodies_omit_a_missing_session() {
+        let body = serde_json::to_value(tag_action("t", None)).unwrap();
         assert_eq!(body, serde_json::json!({"tag": "t"}));
         let id = Uuid::parse_str("67e55044-10b1-426f-9247-bb680e5fe0c8").unwrap();
-        let body = serde_json::to_value(TagRequest {
-            tag: "t",
-            session: Some(id),
-        })
-        .unwrap();
+        let body = serde_json::to_value(tag_action("t", Some(id))).unwrap();
         assert_eq!(
             body,
             serde_json::json!({"tag": "t", "session": "67e55044-10b1-426f-9247-bb680e5fe0c8"})
         );
-        let body = serde_json::to_value(BeginRequest {
-            tag: "t",
-            title: Some("run"),
-        })
-        .unwrap();
-        assert_eq!(body, serde_json::json!({"tag": "t", "title": "run"}));
     }
 
     #[test]
@@ -629,7 +386,7 @@ mod tests {
             body: r#"{"session":"67e55044-10b1-426f-9247-bb680e5fe0c8","stopped":{"session":"67e55044-10b1-426f-9247-bb680e5fe0c8","collection":2,"agents":3,"state":"stopping"}}"#.into(),
         };
         let ended: Ended = reply.parse().unwrap();
-        assert_eq!(ended.stopped.unwrap().collection, 2);
+        assert_eq!(ended.stopped.unwrap().collection.0, 2);
         let bad = Reply {
             body: "<html>".into(),
             ..reply

@@ -36,7 +36,7 @@ use reqwest::{
 };
 use sha2::{Digest, Sha256};
 
-use crate::api::ReportEntry;
+use nsight_contracts::coordinator::ReportEntry;
 
 /// Bytes per ranged GET.
 const CHUNK: u64 = 8 * 1024 * 1024;

@@ -30,6 +30,7 @@ use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use nsight_contracts::coordinator::{ReportListing, SessionList, TagStatus};
 use reqwest::StatusCode;
 use uuid::Uuid;
 
@@ -231,7 +232,7 @@ pub(crate) enum Failure {
     /// `analysis run --wait`: the job ended without succeeding (already printed).
     JobFailed,
     /// `analysis run --input`: the local run failed (its own exit code).
-    Local(nsight_analysis::local::LocalError),
+    Local(nsight_recipe_host::local::LocalError),
     /// Flags that do not go together (exit 2); the message says what to write.
     Usage(String),
 }
@@ -386,16 +387,16 @@ fn resolve_session(ctx: &Ctx<'_>, client: &Client, given: Option<Uuid>) -> Resul
     if let Some(id) = given {
         return Ok(id);
     }
-    let status: api::TagStatus = client.status(ctx.tag)?.parse()?;
+    let status: TagStatus = client.status(ctx.tag)?.parse()?;
     if let Some(active) = status.active_session {
-        return Ok(active.id);
+        return Ok(active.id.0);
     }
-    let sessions: api::Sessions = client.sessions(ctx.tag)?.parse()?;
+    let sessions: SessionList = client.sessions(ctx.tag)?.parse()?;
     sessions
         .sessions
         .iter()
         .max_by_key(|s| s.created_at)
-        .map(|s| s.id)
+        .map(|s| s.id.0)
         .ok_or_else(|| Failure::NoSession {
             tag: ctx.tag.to_owned(),
         })
@@ -415,7 +416,7 @@ fn ls(ctx: &Ctx<'_>, session: Option<Uuid>) -> Result<(), Failure> {
 fn download(ctx: &Ctx<'_>, args: &DownloadArgs) -> Result<(), Failure> {
     let client = connect(ctx)?;
     let session = resolve_session(ctx, &client, args.session)?;
-    let listing: api::ReportListing = client.reports(session)?.parse()?;
+    let listing: ReportListing = client.reports(session)?.parse()?;
     let config = config::load(&ctx.config_path)?;
     let http = download::storage_client(config.ca_cert.as_ref()).map_err(Failure::Http)?;
     let json = ctx.output == OutputFormat::Json;

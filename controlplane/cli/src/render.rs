@@ -14,11 +14,12 @@ use std::{collections::BTreeMap, fmt::Write as _, path::Path};
 
 use serde_json::json;
 
-use crate::api::{
-    CollectionSummary, Ended, ReportListing, SessionSummary, Started, Stopped, TagStatus,
-};
 use crate::config::{Auth, Config};
 use crate::download::Fetched;
+use nsight_contracts::coordinator::{
+    CollectionState, CollectionSummary, Ended, ReportListing, SessionSummary, Started, Stopped,
+    TagStatus,
+};
 
 /// Text for stdout and warnings for stderr (each printed as `warning: <line>`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -39,13 +40,14 @@ pub fn session_begun(session: &SessionSummary) -> Rendered {
     let mut r = Rendered::default();
     let title = session
         .title
-        .as_deref()
+        .as_ref()
+        .map(|t| t.as_str())
         .map(|t| format!(" {:?}", clean(t)))
         .unwrap_or_default();
     r.line(format!(
         "Opened session {}{title} on tag {}",
         session.id,
-        clean(&session.tag)
+        clean(session.tag.as_str())
     ));
     r
 }
@@ -195,7 +197,7 @@ pub fn started(tag: &str, started: &Started) -> Rendered {
         "Started collection {} in session {} ({})",
         started.collection,
         started.session,
-        count(started.agents, "agent")
+        count(started.agents as u64, "agent")
     ));
     if started.agents == 0 {
         r.warnings.push(format!(
@@ -237,8 +239,8 @@ fn stop_details(stopped: &Stopped) -> String {
     let told = if stopped.agents == 1 { "was" } else { "were" };
     format!(
         "{} {told} told to stop; collection is {}",
-        count(stopped.agents, "agent"),
-        clean(&stopped.state)
+        count(stopped.agents as u64, "agent"),
+        stopped.state.as_str()
     )
 }
 
@@ -246,20 +248,21 @@ fn stop_details(stopped: &Stopped) -> String {
 /// `now` (unix milliseconds) is used for "last seen ... ago".
 pub fn status(status: &TagStatus, now: u64) -> Rendered {
     let mut r = Rendered::default();
-    r.line(format!("Tag:         {}", clean(&status.tag)));
+    r.line(format!("Tag:         {}", clean(status.tag.as_str())));
     match &status.active_session {
         Some(s) => {
             let title = s
                 .title
-                .as_deref()
+                .as_ref()
+                .map(|t| t.as_str())
                 .map(|t| format!(" {:?}", clean(t)))
                 .unwrap_or_default();
             r.line(format!(
                 "Session:     {}{title} ({}, {}, created {})",
                 s.id,
-                clean(&s.state),
-                count(s.collections, "collection"),
-                utc(s.created_at)
+                s.state.as_str(),
+                count(s.collections as u64, "collection"),
+                utc(s.created_at.0)
             ));
         }
         None => r.line("Session:     none (profiler-start or session-begin opens one)"),
@@ -268,13 +271,7 @@ pub fn status(status: &TagStatus, now: u64) -> Rendered {
         Some(c) => collection_lines(&mut r, c, status.active_session.as_ref()),
         None => r.line("Collection:  none"),
     }
-    let (known, connected) = match status.agent_counts {
-        Some(c) => (c.known, c.connected),
-        None => (
-            status.agents.len(),
-            status.agents.iter().filter(|a| a.connected).count(),
-        ),
-    };
+    let (known, connected) = (status.agent_counts.known, status.agent_counts.connected);
     if known == 0 {
         r.line("Agents:      none on this tag; profiler-start would profile nothing");
         return r;
@@ -310,9 +307,9 @@ pub fn status(status: &TagStatus, now: u64) -> Rendered {
             ),
             clean(&id.process_name),
             id.pid.to_string(),
-            clean(&agent.info.backend),
+            agent.info.backend.as_str().to_owned(),
             if agent.connected { "yes" } else { "no" }.to_owned(),
-            ago(now, agent.last_seen),
+            ago(now, agent.last_seen.0),
         ]));
         for d in &agent.info.diagnostics {
             rows.push(Row::Note(format!("    diagnostic: {}", clean(d))));
@@ -329,21 +326,23 @@ fn collection_lines(r: &mut Rendered, c: &CollectionSummary, session: Option<&Se
         format!(" in session {}", c.session)
     };
     let since = match c.stop_requested_at {
-        Some(at) if c.state != "collecting" => format!("stop requested {}", utc(at)),
-        _ => format!("started {}", utc(c.started_at)),
+        Some(at) if c.state != CollectionState::Collecting => {
+            format!("stop requested {}", utc(at.0))
+        }
+        _ => format!("started {}", utc(c.started_at.0)),
     };
     r.line(format!(
         "Collection:  {}{in_session} {} ({since}; {})",
         c.id,
-        clean(&c.state),
+        c.state.as_str(),
         outcome_counts(c)
     ));
     for (key, outcome) in &c.agents {
-        if let Some(reason) = &outcome.reason {
+        if let Some(reason) = outcome.reason() {
             r.line(format!(
                 "             {}: {}: {}",
-                clean(&outcome.state),
-                clean(key),
+                outcome.state_name(),
+                clean(key.as_str()),
                 clean(reason)
             ));
         }
@@ -355,19 +354,10 @@ fn outcome_counts(c: &CollectionSummary) -> String {
     const ORDER: [&str; 7] = [
         "pending", "started", "stopSent", "uploaded", "failed", "timedOut", "lost",
     ];
-    // The server's counts cover every agent; older servers only send the (full) list.
-    let counts: BTreeMap<String, usize> = match &c.outcome_counts {
-        Some(counts) => counts.clone(),
-        None => {
-            let mut counts = BTreeMap::new();
-            for o in c.agents.values() {
-                *counts.entry(o.state.clone()).or_insert(0) += 1;
-            }
-            counts
-        }
-    };
+    // The server's counts cover every agent (`agents` may list only some).
+    let counts: &BTreeMap<String, usize> = &c.outcome_counts;
     let all: usize = counts.values().sum();
-    let total = count(c.agents_total.unwrap_or(all) as u64, "agent");
+    let total = count(c.agents_total as u64, "agent");
     if all == 0 {
         return total;
     }
@@ -612,7 +602,6 @@ fn table(headers: &[&str], rows: &[Row]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::Started;
     use crate::config::ConfigureRequest;
 
     const SID: &str = "67e55044-10b1-426f-9247-bb680e5fe0c8";
@@ -636,10 +625,12 @@ mod tests {
                "tag": "default", "node": "n2", "backend": "nvtx", "diagnostics": []}},
       "connected": false, "lastSeen": {seen1}}}
   ],
+  "agentCounts": {{"known": 2, "connected": 1}},
   "activeSession": {{"id": "{SID}", "tag": "default", "title": "baseline", "state": "open",
                      "createdAt": {T0}, "endedAt": null, "collections": 2}},
   "activeCollection": {{"session": "{SID}", "id": 2, "state": "collecting",
                         "startedAt": {started}, "stopRequestedAt": null, "completedAt": null,
+                        "outcomeCounts": {{"started": 1, "failed": 1}}, "agentsTotal": 2,
                         "agents": {{"ml/trainer-0/main/python3/42": {{"state": "started"}},
                                    "ml/trainer-1/main/python3/7": {{"state": "failed", "reason": "nsys crashed"}}}}}}
 }}"#,

@@ -289,7 +289,7 @@ impl Plan {
         if self.reports_dir.is_some() {
             gw = gw
                 .storage(internal(self.ports.coordinator_http))
-                .storage_prefix("/storage/v1/objects/");
+                .storage_prefix(nsight_contracts::routes::STORAGE_OBJECTS);
         }
         gw.build()
     }

@@ -32,30 +32,14 @@ pub const MAX_TITLE: usize = 80;
 /// What an empty component becomes.
 const UNNAMED: &str = "unnamed";
 
-/// The two files an agent uploads per collection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum ReportKind {
-    /// The Nsight Systems report.
-    NsysRep,
-    /// Its SQLite export, beside it.
-    Sqlite,
-}
+/// The two files an agent uploads per collection (the REST contract's type: listings name it).
+pub use nsight_contracts::coordinator::ReportKind;
 
-impl ReportKind {
-    pub fn extension(self) -> &'static str {
-        match self {
-            Self::NsysRep => "nsys-rep",
-            Self::Sqlite => "sqlite",
-        }
-    }
-
-    fn from_extension(ext: &str) -> Option<Self> {
-        match ext {
-            "nsys-rep" => Some(Self::NsysRep),
-            "sqlite" => Some(Self::Sqlite),
-            _ => None,
-        }
-    }
+/// The kind whose extension this is.
+fn kind_of_extension(ext: &str) -> Option<ReportKind> {
+    [ReportKind::NsysRep, ReportKind::Sqlite]
+        .into_iter()
+        .find(|k| k.extension() == ext)
 }
 
 /// Why a key is not part of the layout.
@@ -145,7 +129,7 @@ impl ReportKey {
         let (stem, ext) = file
             .rsplit_once('.')
             .ok_or_else(|| bad("the file has no extension"))?;
-        let kind = ReportKind::from_extension(ext)
+        let kind = kind_of_extension(ext)
             .ok_or_else(|| bad("the file is neither .nsys-rep nor .sqlite"))?;
         let fields: Vec<&str> = stem.split('_').collect();
         let [process, file_tag, instance, stub] = fields[..] else {

@@ -76,7 +76,7 @@ pub fn parse_range(header: Option<&str>, size: u64) -> RangeRequest {
 }
 
 fn problem(status: StatusCode, detail: &str) -> Response {
-    nsight_problem::Problem::new(status.as_u16(), detail).into_response()
+    nsight_contracts::Problem::new(status.as_u16(), detail).into_response()
 }
 
 async fn object(

@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 /// The path every signed URL starts with, after the base.
-pub const OBJECTS_PATH: &str = "/storage/v1/objects/";
+pub const OBJECTS_PATH: &str = nsight_contracts::routes::STORAGE_OBJECTS;
 
 /// Longest lifetime a URL may have (the same cap as S3's presigned URLs).
 pub const MAX_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);

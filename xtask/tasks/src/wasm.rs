@@ -54,6 +54,8 @@ pub const RECIPES: &[(&str, &str)] = &[
 /// `dist/recipes/`, so no service or CLI installs them.
 pub const TEST_RECIPES: &[(&str, &str)] = &[("nsight-test-recipe-misbehave", "misbehave")];
 pub const UI_CRATE: &str = "nsight-ui";
+/// The REST contracts: a host crate that must also build for the browser (the UI's target).
+pub const CONTRACTS_CRATE: &str = "nsight-contracts";
 
 /// A `cargo` command on the Debian toolchain, whose sysroot has the wasm32 std.
 pub fn wasm_cargo(layout: &Layout, subcommand: &str) -> Command {
@@ -92,7 +94,7 @@ pub fn clippy(layout: &Layout) -> Result<()> {
             .iter()
             .chain(TEST_RECIPES)
             .map(|r| r.0)
-            .chain([UI_CRATE]),
+            .chain([UI_CRATE, CONTRACTS_CRATE]),
     );
     c.args(["--", "-D", "warnings"]);
     run(&mut c)

@@ -5,7 +5,7 @@
 
 use std::{collections::BTreeMap, path::Path, sync::Arc};
 
-use serde_json::{json, Value as Json};
+use nsight_contracts::analysis::{RecipeArgument, RecipeView};
 use wasmtime::component::Component;
 
 use crate::{RecipeHost, RecipeInfo};
@@ -28,21 +28,22 @@ impl std::fmt::Debug for Recipe {
 
 impl Recipe {
     /// The JSON of `GET recipes/{name}`.
-    pub fn view(&self) -> Json {
-        let arguments: Vec<Json> = self
-            .info
-            .arguments
-            .iter()
-            .map(|a| {
-                json!({ "name": a.name, "description": a.description, "default": a.default_value })
-            })
-            .collect();
-        json!({
-            "name": self.info.name,
-            "displayName": self.info.display_name,
-            "description": self.info.description,
-            "arguments": arguments,
-        })
+    pub fn view(&self) -> RecipeView {
+        RecipeView {
+            arguments: self
+                .info
+                .arguments
+                .iter()
+                .map(|a| RecipeArgument {
+                    default: a.default_value.clone(),
+                    description: a.description.clone(),
+                    name: a.name.clone(),
+                })
+                .collect(),
+            description: self.info.description.clone(),
+            display_name: self.info.display_name.clone(),
+            name: self.info.name.clone(),
+        }
     }
 }
 

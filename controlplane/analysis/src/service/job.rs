@@ -1,5 +1,7 @@
 //! The job model (pure: no I/O, no clock; times are passed in): what a job asks for, its
-//! lifecycle, and the checks on a request. The REST layer renders [`Job`] as JSON as is.
+//! lifecycle, and the checks on a request. [`Job`] and [`JobRequest`] are the REST contract's
+//! types (`nsight_contracts::analysis`); the rules ([`Lifecycle`], [`Validate`]) are here. The
+//! REST layer renders [`Job`] as JSON as is.
 //!
 //! ```text
 //!  create ──> queued ──start──> running ──succeed──> succeeded
@@ -8,111 +10,16 @@
 //!               └──cancel / fail──────────────────> cancelled / failed
 //! ```
 
-use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::inputs::{is_component, DEFAULT_TAG};
 use crate::RecipeInfo;
 
-/// Where a job is in its lifecycle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum JobStatus {
-    Queued,
-    Running,
-    Succeeded,
-    Failed,
-    Cancelled,
-}
+pub use nsight_contracts::analysis::{
+    Job, JobInput, JobRequest, JobStatus, OutputFile, MAX_INPUTS,
+};
 
-impl JobStatus {
-    pub const ALL: [Self; 5] = [
-        Self::Queued,
-        Self::Running,
-        Self::Succeeded,
-        Self::Failed,
-        Self::Cancelled,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Queued => "queued",
-            Self::Running => "running",
-            Self::Succeeded => "succeeded",
-            Self::Failed => "failed",
-            Self::Cancelled => "cancelled",
-        }
-    }
-
-    pub fn parse(raw: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.as_str() == raw)
-    }
-
-    /// Succeeded, failed or cancelled: nothing will change it any more.
-    pub fn is_terminal(self) -> bool {
-        matches!(self, Self::Succeeded | Self::Failed | Self::Cancelled)
-    }
-}
-
-/// One file a job produced, as listed by `GET jobs/{id}/files`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct OutputFile {
-    pub name: String,
-    pub size: u64,
-    /// The object key in storage.
-    pub key: String,
-}
-
-/// A job as stored and as served. Invariants: `started_at` is set once it left `queued` for
-/// `running`; `finished_at` and (unless succeeded) `reason` are set exactly when the status is
-/// terminal; `files` is non-empty only when succeeded.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Job {
-    pub id: Uuid,
-    pub recipe: String,
-    /// The arguments as given (`["--timeunit", "usec"]`).
-    pub args: Vec<String>,
-    pub tag: String,
-    /// The first input's session and collection (every job has at least one input).
-    pub session: String,
-    pub collection: Option<String>,
-    /// Where the reports come from, in order: one scope for the single form of the request,
-    /// several for a job over several sessions or collections (e.g. `diff`). Records from
-    /// before this field have none; [`Job::scopes`] falls back to `session`/`collection`.
-    #[serde(default)]
-    pub inputs: Vec<JobInput>,
-    pub status: JobStatus,
-    /// Unix milliseconds.
-    pub created_at: u64,
-    pub started_at: Option<u64>,
-    pub finished_at: Option<u64>,
-    /// Why it failed or was cancelled.
-    pub reason: Option<String>,
-    /// A cancel was asked for while running; the run is being stopped.
-    pub cancel_requested: bool,
-    /// The object keys of the reports the recipe ran on.
-    pub reports: Vec<String>,
-    pub files: Vec<OutputFile>,
-    /// What the recipe said the reader must know (per report, prefixed with the report).
-    pub notes: Vec<String>,
-}
-
-/// One scope of reports a job reads: every `.sqlite` report of a session, or of one collection
-/// of it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct JobInput {
-    pub session: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub collection: Option<String>,
-}
-
-/// Most inputs one job may name.
-pub const MAX_INPUTS: usize = 16;
-
-/// A validated request: what [`Job::new`] needs.
+/// A validated request: what [`Lifecycle::new`] needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobSpec {
     pub recipe: String,
@@ -125,20 +32,6 @@ pub struct JobSpec {
     /// Every input in order, the first being `session`/`collection`; empty means just that
     /// one.
     pub inputs: Vec<JobInput>,
-}
-
-/// The body of `POST jobs`: `session` (and optionally `collection`) for the reports of one
-/// session, or `inputs` for several scopes in order (a multi-report recipe such as `diff`).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct JobRequest {
-    pub recipe: String,
-    #[serde(default)]
-    pub args: Vec<String>,
-    pub session: Option<String>,
-    pub collection: Option<String>,
-    pub inputs: Option<Vec<JobInput>>,
-    pub tag: Option<String>,
 }
 
 /// Why a request or a transition was refused; the message says what to do.
@@ -154,9 +47,14 @@ pub enum JobError {
     },
 }
 
-impl JobRequest {
+/// Checking a [`JobRequest`] (the contract's type) against the recipe it names.
+pub trait Validate {
     /// Checks the request against the recipe's description.
-    pub fn validate(self, info: &RecipeInfo) -> Result<JobSpec, JobError> {
+    fn validate(self, info: &RecipeInfo) -> Result<JobSpec, JobError>;
+}
+
+impl Validate for JobRequest {
+    fn validate(self, info: &RecipeInfo) -> Result<JobSpec, JobError> {
         let tag = self.tag.unwrap_or_else(|| DEFAULT_TAG.to_owned());
         check_component("tag", &tag)?;
         let inputs = match (self.session, self.collection, self.inputs) {
@@ -224,51 +122,9 @@ fn check_component(field: &str, value: &str) -> Result<(), JobError> {
 }
 
 /// Parses command-line style arguments (`--name value` or `--name=value`) into pairs, refusing
-/// names the recipe does not declare.
+/// names the recipe does not declare (the host's [`nsight_recipe_host::parse_args`]).
 pub fn parse_args(args: &[String], info: &RecipeInfo) -> Result<Vec<(String, String)>, JobError> {
-    let known: Vec<&str> = info.arguments.iter().map(|a| a.name.as_str()).collect();
-    let accepted = || {
-        if known.is_empty() {
-            format!("recipe {} takes no arguments", info.name)
-        } else {
-            format!(
-                "recipe {} accepts: {}",
-                info.name,
-                known
-                    .iter()
-                    .map(|k| format!("--{k}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        }
-    };
-    let mut pairs = Vec::new();
-    let mut rest = args.iter();
-    while let Some(arg) = rest.next() {
-        let Some(flag) = arg.strip_prefix("--") else {
-            return Err(JobError::Invalid(format!(
-                "argument `{arg}` is not `--name value` or `--name=value`; {}",
-                accepted()
-            )));
-        };
-        let (name, value) = match flag.split_once('=') {
-            Some((n, v)) => (n.to_owned(), v.to_owned()),
-            None => {
-                let value = rest.next().ok_or_else(|| {
-                    JobError::Invalid(format!("argument `--{flag}` has no value"))
-                })?;
-                (flag.to_owned(), value.clone())
-            }
-        };
-        if !known.contains(&name.as_str()) {
-            return Err(JobError::Invalid(format!(
-                "unknown argument `--{name}`; {}",
-                accepted()
-            )));
-        }
-        pairs.push((name, value));
-    }
-    Ok(pairs)
+    nsight_recipe_host::parse_args(args, info).map_err(JobError::Invalid)
 }
 
 /// What a cancel request led to.
@@ -284,8 +140,52 @@ pub enum CancelOutcome {
 
 pub const RESTART_REASON: &str = "service restarted";
 
-impl Job {
-    pub fn new(id: Uuid, spec: JobSpec, now: u64) -> Self {
+/// The job's lifecycle (the diagram above): the transitions the service allows. A trait
+/// because [`Job`] is the REST contract's type; the rules are the service's.
+pub trait Lifecycle: Sized {
+    /// A queued job for a validated request.
+    fn new(id: Uuid, spec: JobSpec, now: u64) -> Self;
+    /// The scopes whose reports the job reads, in order (at least one).
+    fn scopes(&self) -> Vec<JobInput>;
+    /// Queued → running.
+    fn start(&mut self, now: u64) -> Result<(), JobError>;
+    /// Running → succeeded, with what it produced.
+    fn succeed(
+        &mut self,
+        reports: Vec<String>,
+        files: Vec<OutputFile>,
+        notes: Vec<String>,
+        now: u64,
+    ) -> Result<(), JobError>;
+    /// Queued or running → failed.
+    fn fail(&mut self, reason: String, now: u64) -> Result<(), JobError>;
+    /// A user asks to cancel.
+    fn request_cancel(&mut self, now: u64) -> Result<CancelOutcome, JobError>;
+    /// Running → cancelled, once the run stopped.
+    fn cancelled(&mut self, now: u64) -> Result<(), JobError>;
+    /// Whether it may be deleted (a queued or running job must be cancelled first).
+    fn check_delete(&self) -> Result<(), JobError>;
+    /// After a restart: a job that was running failed with [`RESTART_REASON`]; a queued one
+    /// stays queued (it runs again). Returns whether the record changed.
+    fn restore(&mut self, now: u64) -> bool;
+}
+
+fn conflict(job: &Job, what: &'static str) -> JobError {
+    JobError::Conflict {
+        id: job.id,
+        status: job.status,
+        what,
+    }
+}
+
+fn finish_cancelled(job: &mut Job, now: u64) {
+    job.status = JobStatus::Cancelled;
+    job.reason = Some("cancelled by request".into());
+    job.finished_at = Some(now);
+}
+
+impl Lifecycle for Job {
+    fn new(id: Uuid, spec: JobSpec, now: u64) -> Self {
         Self {
             id,
             recipe: spec.recipe,
@@ -313,8 +213,7 @@ impl Job {
         }
     }
 
-    /// The scopes whose reports the job reads, in order (at least one).
-    pub fn scopes(&self) -> Vec<JobInput> {
+    fn scopes(&self) -> Vec<JobInput> {
         if self.inputs.is_empty() {
             vec![JobInput {
                 session: self.session.clone(),
@@ -325,26 +224,16 @@ impl Job {
         }
     }
 
-    fn conflict(&self, what: &'static str) -> JobError {
-        JobError::Conflict {
-            id: self.id,
-            status: self.status,
-            what,
-        }
-    }
-
-    /// Queued → running.
-    pub fn start(&mut self, now: u64) -> Result<(), JobError> {
+    fn start(&mut self, now: u64) -> Result<(), JobError> {
         if self.status != JobStatus::Queued {
-            return Err(self.conflict("only a queued job can start"));
+            return Err(conflict(self, "only a queued job can start"));
         }
         self.status = JobStatus::Running;
         self.started_at = Some(now);
         Ok(())
     }
 
-    /// Running → succeeded, with what it produced.
-    pub fn succeed(
+    fn succeed(
         &mut self,
         reports: Vec<String>,
         files: Vec<OutputFile>,
@@ -352,7 +241,7 @@ impl Job {
         now: u64,
     ) -> Result<(), JobError> {
         if self.status != JobStatus::Running {
-            return Err(self.conflict("only a running job can succeed"));
+            return Err(conflict(self, "only a running job can succeed"));
         }
         self.status = JobStatus::Succeeded;
         self.reports = reports;
@@ -362,10 +251,9 @@ impl Job {
         Ok(())
     }
 
-    /// Queued or running → failed.
-    pub fn fail(&mut self, reason: String, now: u64) -> Result<(), JobError> {
+    fn fail(&mut self, reason: String, now: u64) -> Result<(), JobError> {
         if self.status.is_terminal() {
-            return Err(self.conflict("it has finished already"));
+            return Err(conflict(self, "it has finished already"));
         }
         self.status = JobStatus::Failed;
         self.reason = Some(reason);
@@ -373,11 +261,10 @@ impl Job {
         Ok(())
     }
 
-    /// A user asks to cancel.
-    pub fn request_cancel(&mut self, now: u64) -> Result<CancelOutcome, JobError> {
+    fn request_cancel(&mut self, now: u64) -> Result<CancelOutcome, JobError> {
         match self.status {
             JobStatus::Queued => {
-                self.finish_cancelled(now);
+                finish_cancelled(self, now);
                 Ok(CancelOutcome::CancelledNow)
             }
             JobStatus::Running => {
@@ -385,39 +272,33 @@ impl Job {
                 Ok(CancelOutcome::StopRun)
             }
             JobStatus::Cancelled => Ok(CancelOutcome::AlreadyCancelled),
-            JobStatus::Succeeded | JobStatus::Failed => {
-                Err(self.conflict("only a queued or running job can be cancelled"))
-            }
+            JobStatus::Succeeded | JobStatus::Failed => Err(conflict(
+                self,
+                "only a queued or running job can be cancelled",
+            )),
         }
     }
 
-    /// Running → cancelled, once the run stopped.
-    pub fn cancelled(&mut self, now: u64) -> Result<(), JobError> {
+    fn cancelled(&mut self, now: u64) -> Result<(), JobError> {
         if self.status != JobStatus::Running {
-            return Err(self.conflict("only a running job is stopped by a cancel"));
+            return Err(conflict(self, "only a running job is stopped by a cancel"));
         }
-        self.finish_cancelled(now);
+        finish_cancelled(self, now);
         Ok(())
     }
 
-    fn finish_cancelled(&mut self, now: u64) {
-        self.status = JobStatus::Cancelled;
-        self.reason = Some("cancelled by request".into());
-        self.finished_at = Some(now);
-    }
-
-    /// Whether it may be deleted (a queued or running job must be cancelled first).
-    pub fn check_delete(&self) -> Result<(), JobError> {
+    fn check_delete(&self) -> Result<(), JobError> {
         if self.status.is_terminal() {
             Ok(())
         } else {
-            Err(self.conflict("cancel it first (POST jobs/{id}/cancel), then delete it"))
+            Err(conflict(
+                self,
+                "cancel it first (POST jobs/{id}/cancel), then delete it",
+            ))
         }
     }
 
-    /// After a restart: a job that was running failed with [`RESTART_REASON`]; a queued one
-    /// stays queued (it runs again). Returns whether the record changed.
-    pub fn restore(&mut self, now: u64) -> bool {
+    fn restore(&mut self, now: u64) -> bool {
         if self.status == JobStatus::Running {
             self.status = JobStatus::Failed;
             self.reason = Some(RESTART_REASON.into());

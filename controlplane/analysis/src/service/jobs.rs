@@ -18,7 +18,7 @@ use super::{
     catalog::Catalog,
     error_chain,
     inputs::output_prefix,
-    job::{CancelOutcome, Job, JobError, JobRequest, JobStatus},
+    job::{CancelOutcome, Job, JobError, JobRequest, JobStatus, Lifecycle, Validate},
     records::{JobRecord, LogEntry, Records},
     runner,
 };

@@ -21,7 +21,7 @@ pub mod jobs;
 pub mod openapi;
 pub mod problem;
 pub mod records;
-pub mod render;
+pub use nsight_recipe_host::render;
 pub mod rest;
 pub mod runner;
 
@@ -32,17 +32,7 @@ use tokio::net::TcpListener;
 
 use crate::{Limits, RecipeHost, RecipeHostError};
 
-/// The error and its sources, joined with `: `.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut next = e.source();
-    while let Some(s) = next {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        next = s.source();
-    }
-    out
-}
+pub use nsight_recipe_host::error_chain;
 
 /// How the service is set up.
 #[derive(Debug, Clone)]

@@ -1,6 +1,6 @@
-//! The analysis service's errors as RFC 9457 problem details (`nsight_problem::Problem`).
+//! The analysis service's errors as RFC 9457 problem details (`nsight_contracts::Problem`).
 
-pub use nsight_problem::Problem;
+pub use nsight_contracts::Problem;
 
 use super::jobs::ServiceError;
 

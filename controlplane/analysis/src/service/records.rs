@@ -16,15 +16,8 @@ const CACHE_BYTES: usize = 16 << 20;
 /// Log lines kept per job; later ones are dropped (the last kept line says so).
 pub const MAX_LOG_LINES: usize = 2_000;
 
-/// One line of a job's log (`GET jobs/{id}/logs`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LogEntry {
-    /// Unix milliseconds.
-    pub time: u64,
-    /// `debug`, `info`, `warn` or `error`.
-    pub level: String,
-    pub message: String,
-}
+/// One line of a job's log (`GET jobs/{id}/logs`): the contract's type.
+pub use nsight_contracts::analysis::LogEntry;
 
 /// A job and its log, as stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -200,7 +193,7 @@ impl Records {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::service::job::{JobSpec, JobStatus};
+    use crate::service::job::{JobSpec, JobStatus, Lifecycle};
 
     fn record() -> JobRecord {
         let spec = JobSpec {

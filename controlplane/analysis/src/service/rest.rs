@@ -10,9 +10,11 @@ use axum::{
     routing::{get, post},
     Json, Router,
 };
+use nsight_contracts::{
+    analysis::{JobFiles, JobList, JobLogs, JobsQuery, RecipeList},
+    routes,
+};
 use nsight_storage::ReportStore;
-use serde::Deserialize;
-use serde_json::json;
 use tokio_util::io::ReaderStream;
 use uuid::Uuid;
 
@@ -37,13 +39,13 @@ pub fn router(svc: Service) -> Router {
         .route("/jobs/{id}/files/{name}", get(job_file))
         .route("/jobs/{id}/notebook.html", get(job_html))
         .route("/jobs/{id}/cancel", post(cancel_job))
-        .route("/openapi.json", get(|| async { Json(openapi::document()) }))
+        .route(routes::OPENAPI, get(|| async { Json(openapi::document()) }))
         .fallback(|| async { Problem::new(404, "no such endpoint; see /v1/openapi.json") })
         .with_state(svc);
     Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .nest("/v1", api.clone())
-        .nest("/analysis/v1", api)
+        .route(routes::HEALTHZ, get(|| async { "ok" }))
+        .nest(routes::V1, api.clone())
+        .nest(routes::ANALYSIS_V1, api)
 }
 
 fn job_id(raw: &str) -> Result<Uuid, Problem> {
@@ -52,8 +54,8 @@ fn job_id(raw: &str) -> Result<Uuid, Problem> {
 }
 
 async fn list_recipes(State(svc): State<Service>) -> Response {
-    let recipes: Vec<_> = svc.0.catalog.iter().map(|r| r.view()).collect();
-    Json(json!({ "recipes": recipes })).into_response()
+    let recipes = svc.0.catalog.iter().map(|r| r.view()).collect();
+    Json(RecipeList { recipes }).into_response()
 }
 
 async fn get_recipe(
@@ -79,12 +81,6 @@ async fn create_job(State(svc): State<Service>, bytes: Bytes) -> Result<Response
     Ok((StatusCode::ACCEPTED, Json(job)).into_response())
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct JobsQuery {
-    status: Option<String>,
-}
-
 async fn list_jobs(
     State(svc): State<Service>,
     Query(q): Query<JobsQuery>,
@@ -96,7 +92,10 @@ async fn list_jobs(
             Problem::bad_request(format!("status `{raw}` is not one of: {}", all.join(", ")))
         })?),
     };
-    Ok(Json(json!({ "jobs": svc.list(status) })).into_response())
+    Ok(Json(JobList {
+        jobs: svc.list(status),
+    })
+    .into_response())
 }
 
 async fn get_job(State(svc): State<Service>, Path(id): Path<String>) -> Result<Response, Problem> {
@@ -105,7 +104,7 @@ async fn get_job(State(svc): State<Service>, Path(id): Path<String>) -> Result<R
 
 async fn job_logs(State(svc): State<Service>, Path(id): Path<String>) -> Result<Response, Problem> {
     let lines = svc.log_of(job_id(&id)?)?;
-    Ok(Json(json!({ "lines": lines })).into_response())
+    Ok(Json(JobLogs { lines }).into_response())
 }
 
 async fn job_files(
@@ -113,7 +112,7 @@ async fn job_files(
     Path(id): Path<String>,
 ) -> Result<Response, Problem> {
     let job = svc.get(job_id(&id)?)?;
-    Ok(Json(json!({ "files": job.files })).into_response())
+    Ok(Json(JobFiles { files: job.files }).into_response())
 }
 
 fn content_type(name: &str) -> &'static str {

@@ -31,7 +31,7 @@ use super::{
         combined_csv_file, combined_svg_file, csv_file, listing_prefix, output_prefix,
         select_reports, svg_file, HTML_FILE, NOTEBOOK_FILE,
     },
-    job::{parse_args, Job, JobInput, OutputFile},
+    job::{parse_args, Job, JobInput, Lifecycle, OutputFile},
     jobs::{now_ms, Service},
     render::{self, JobHeader, ReportResult},
 };

@@ -1,19 +1,13 @@
-//! The coordinator's errors as RFC 9457 problem details (`nsight_problem::Problem`).
+//! The coordinator's errors as RFC 9457 problem details (`nsight_contracts::Problem`).
 
-pub use nsight_problem::Problem;
+pub use nsight_contracts::Problem;
 
 use super::hub::HubError;
-use crate::state::{CoordError, ValidationError};
+use crate::state::CoordError;
 
 impl From<CoordError> for Problem {
     fn from(e: CoordError) -> Self {
         Self::new(e.kind().http_status(), e.to_string())
-    }
-}
-
-impl From<ValidationError> for Problem {
-    fn from(e: ValidationError) -> Self {
-        Self::bad_request(e.to_string())
     }
 }
 

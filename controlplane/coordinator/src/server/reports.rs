@@ -12,9 +12,10 @@ use nsight_storage::{
     signed_url::UrlSigner,
     ObjectInfo, ReportStore, S3Settings, S3Store, StorageConfig, Store,
 };
-use serde::Serialize;
 use time::OffsetDateTime;
 use tokio::task::JoinSet;
+
+pub use nsight_contracts::coordinator::{ReportEntry, ReportKind, ReportListing};
 
 use super::problem::Problem;
 use crate::state::{Millis, Session};
@@ -47,45 +48,6 @@ pub enum ReportsError {
     Storage(#[from] nsight_storage::StorageError),
     #[error("the URL-signing key {0}")]
     Key(String, #[source] std::io::Error),
-}
-
-/// One report of a session, as `GET /sessions/{id}/reports` lists it.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ReportEntry {
-    pub key: String,
-    pub collection: String,
-    pub process: String,
-    pub instance: String,
-    pub kind: &'static str,
-    pub size: u64,
-    #[serde(with = "time::serde::rfc3339::option")]
-    pub last_modified: Option<OffsetDateTime>,
-    /// Where `download` puts it: `<YYYYMMDDHHMMSS>-<title>/<collection>/<file>`.
-    pub path: String,
-    /// Where `download --flat` puts it.
-    pub flat_path: String,
-    /// A GET anyone holding it can make until `url_expires_in_s` passes.
-    pub url: Option<String>,
-    pub url_expires_in_s: u64,
-    /// Hex SHA-256 of the report as the store recorded it at upload (S3 user metadata or a
-    /// whole-object checksum); absent when the store keeps none (the local store). `download`
-    /// verifies against it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sha256: Option<String>,
-}
-
-/// A session's reports.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ReportListing {
-    pub session: String,
-    pub tag: String,
-    pub directory: String,
-    pub reports: Vec<ReportEntry>,
-    /// Why URLs are missing, when they are (e.g. a store that cannot sign).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub url_error: Option<String>,
 }
 
 impl Reports {
@@ -183,7 +145,7 @@ impl Reports {
                 collection: report.collection.clone(),
                 process: report.process.clone(),
                 instance: report.instance.clone(),
-                kind: report.kind.extension(),
+                kind: report.kind,
                 size: item.size,
                 last_modified: info.and_then(|o| o.last_modified).map(OffsetDateTime::from),
                 path: item.path.display().to_string(),

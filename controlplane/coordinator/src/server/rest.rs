@@ -11,12 +11,18 @@ use axum::{
     routing::{get, post},
     Json, Router,
 };
-use serde::{de::DeserializeOwned, Deserialize};
+use nsight_contracts::{
+    coordinator::{BeginSession, SessionList, SessionsQuery, StatusQuery, TagAction},
+    routes,
+};
+use serde::de::DeserializeOwned;
 
 use super::{hub::Hub, openapi, problem::Problem, reports::Reports};
 use crate::state::{
     Coordinator, SessionFilter, SessionId, SessionState, SessionSummary, Tag, Title,
 };
+
+pub use nsight_contracts::coordinator::DEFAULT_STATUS_LIMIT;
 
 /// What the handlers share: the state machine's hub and, when configured, report storage.
 #[derive(Debug, Clone)]
@@ -43,13 +49,13 @@ pub fn router(hub: Hub, reports: Option<Arc<Reports>>) -> Router {
         .route("/start", post(start))
         .route("/stop", post(stop))
         .route("/end", post(end))
-        .route("/openapi.json", get(|| async { Json(openapi::document()) }))
+        .route(routes::OPENAPI, get(|| async { Json(openapi::document()) }))
         .fallback(|| async { Problem::new(404, "no such endpoint; see /v1/openapi.json") })
         .with_state(Api { hub, reports });
     let root = Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .nest("/v1", api.clone())
-        .nest("/coordinator/v1", api);
+        .route(routes::HEALTHZ, get(|| async { "ok" }))
+        .nest(routes::V1, api.clone())
+        .nest(routes::COORDINATOR_V1, api);
     match objects {
         Some(objects) => root.merge(objects),
         None => root,
@@ -97,16 +103,6 @@ fn session_id(raw: &str) -> Result<SessionId, Problem> {
         .map_err(|_| Problem::bad_request(format!("`{raw}` is not a session id (a UUID)")))
 }
 
-/// Agents listed by `status` unless `limit` says otherwise; the counts cover all of them.
-pub const DEFAULT_STATUS_LIMIT: usize = 100;
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StatusQuery {
-    tag: Option<String>,
-    limit: Option<usize>,
-}
-
 async fn status(State(hub): State<Hub>, Query(q): Query<StatusQuery>) -> Result<Response, Problem> {
     let tag = tag(q.tag.as_deref())?;
     let limit = q.limit.unwrap_or(DEFAULT_STATUS_LIMIT);
@@ -115,40 +111,22 @@ async fn status(State(hub): State<Hub>, Query(q): Query<StatusQuery>) -> Result<
     Ok(Json(view).into_response())
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SessionsQuery {
-    tag: Option<String>,
-    state: Option<String>,
-}
-
 async fn list_sessions(
     State(hub): State<Hub>,
     Query(q): Query<SessionsQuery>,
 ) -> Result<Response, Problem> {
     let state = match q.state.as_deref() {
         None => None,
-        Some("open") => Some(SessionState::Open),
-        Some("ended") => Some(SessionState::Ended),
-        Some(other) => {
-            return Err(Problem::bad_request(format!(
-                "state `{other}` is not one of: open, ended"
-            )))
-        }
+        Some(raw) => Some(SessionState::parse(raw).ok_or_else(|| {
+            Problem::bad_request(format!("state `{raw}` is not one of: open, ended"))
+        })?),
     };
     let filter = SessionFilter {
         tag: q.tag.as_deref().map(Tag::parse).transpose()?,
         state,
     };
     let sessions = hub.read(|m| m.sessions(&filter));
-    Ok(Json(serde_json::json!({ "sessions": sessions })).into_response())
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct BeginSession {
-    tag: Option<String>,
-    title: Option<String>,
+    Ok(Json(SessionList { sessions }).into_response())
 }
 
 async fn begin_session(State(api): State<Api>, bytes: Bytes) -> Result<Response, Problem> {
@@ -167,13 +145,6 @@ async fn get_session(State(hub): State<Hub>, Path(id): Path<String>) -> Result<R
     let id = session_id(&id)?;
     let session = hub.read(|m| m.session(id).cloned())?;
     Ok(Json(session).into_response())
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TagAction {
-    tag: Option<String>,
-    session: Option<String>,
 }
 
 fn tag_action(bytes: &Bytes) -> Result<(Tag, Option<SessionId>), Problem> {

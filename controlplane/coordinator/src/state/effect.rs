@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::state::model::{AgentKey, CollectionId, CollectionState, SessionId};
+use crate::state::model::{AgentKey, CollectionId, SessionId};
 
 /// A command sent to an agent over its stream.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,40 +71,8 @@ pub struct Registered {
     pub reconnected: bool,
 }
 
-/// Returned by `Coordinator::start`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Started {
-    pub session: SessionId,
-    pub collection: CollectionId,
-    /// A new session was opened for this collection.
-    pub session_created: bool,
-    /// How many agents were sent START. Zero is allowed (the CLI should warn): the collection
-    /// completes on stop with no files.
-    pub agents: usize,
-}
-
-/// Returned by `Coordinator::stop`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Stopped {
-    pub session: SessionId,
-    pub collection: CollectionId,
-    /// How many agents were told to stop.
-    pub agents: usize,
-    /// The collection's state after the stop: Stopping, or already Completed/Incomplete when no
-    /// agent had anything left to upload.
-    pub state: CollectionState,
-}
-
-/// Returned by `Coordinator::end_session`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Ended {
-    pub session: SessionId,
-    /// The collection that was still collecting and has been stopped by ending the session.
-    pub stopped: Option<Stopped>,
-}
+/// Returned by `Coordinator::start`, `stop` and `end_session`: the REST answers as they are.
+pub use nsight_contracts::coordinator::api::{Ended, Started, Stopped};
 
 /// Returned by `Coordinator::restore`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

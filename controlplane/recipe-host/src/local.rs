@@ -23,11 +23,8 @@ use std::{
 use serde_json::{json, Value as Json};
 
 use crate::{
-    service::{
-        error_chain,
-        job::{parse_args, JobError},
-        render::{self, JobHeader, ReportResult},
-    },
+    args::{error_chain, parse_args},
+    render::{self, JobHeader, ReportResult},
     table_to_csv, Limits, LoadSource, QueryLimits, RecipeHost, RecipeHostError, RecipeInfo,
     RecipeKind, ReportDb,
 };
@@ -209,10 +206,7 @@ pub fn run_local(req: &LocalRequest) -> Result<LocalRun, LocalError> {
         ));
     }
     let info = host.describe(&component).map_err(component_err)?;
-    let pairs = parse_args(&req.args, &info).map_err(|e| match e {
-        JobError::Invalid(m) => LocalError::Args(m),
-        other => LocalError::Args(other.to_string()),
-    })?;
+    let pairs = parse_args(&req.args, &info).map_err(LocalError::Args)?;
     if req.inputs.is_empty() {
         return Err(LocalError::NoInput);
     }

@@ -1,0 +1,26 @@
+//! One home for every shape that crosses a process boundary over REST: what the coordinator
+//! and the analysis service accept and answer, the problem details of their refusals, and the
+//! route prefixes they are served under. Servers, the CLI and the browser UI all compile against
+//! these types, so a change to the wire is a compile error in every party, not an e2e failure.
+//!
+//! ```text
+//!                   nsight-contracts (serde only; host and wasm32)
+//!          ┌──────────────┬──────────────┬──────────────┐
+//!          v              v              v              v
+//!    coordinator    analysis service    nsight-cloud    ui (browser)
+//!   (axum feature)  (axum feature)       (reqwest)      (fetch)
+//! ```
+//!
+//! What lives here: plain data, serde attributes, and syntax checks a client can run before
+//! sending (a tag's characters, a title's length). What must not: I/O, clocks, state rules (who
+//! may start a collection, which job transitions are allowed): those stay with the service that
+//! owns the data. The OpenAPI documents in docs/api/ describe these types.
+
+pub mod analysis;
+pub mod coordinator;
+#[cfg(feature = "schema")]
+pub mod openapi;
+pub mod problem;
+pub mod routes;
+
+pub use problem::Problem;

@@ -1,0 +1,333 @@
+//! The OpenAPI 3.0 documents of the coordinator's and the analysis service's REST APIs. The
+//! schemas are derived from this crate's types (schemars, OpenAPI 3.0 settings, so doc comments
+//! become descriptions and `deny_unknown_fields` becomes `additionalProperties: false`); what is
+//! written here by hand is only each endpoint: path, method, parameters and which type each
+//! answer carries. The services serve these at `<prefix>/openapi.json` and docs/api/ holds
+//! committed copies (`cargo xtask codegen`; a test in each service fails when stale).
+//!
+//! ```text
+//!  #[derive(JsonSchema)] types ──SchemaGenerator──> components.schemas ─┐
+//!  endpoints (below) ─────────────── $ref ─────────────────────────────┴─> document (JSON)
+//! ```
+
+use std::cell::RefCell;
+
+use schemars::{generate::SchemaSettings, JsonSchema, SchemaGenerator};
+use serde_json::{json, Map, Value};
+
+use crate::{analysis, coordinator, problem::MEDIA_TYPE, routes, Problem};
+
+/// Collects the schemas an endpoint table refers to (a `RefCell` so the table's expressions can
+/// all share it).
+struct Schemas(RefCell<SchemaGenerator>);
+
+impl Schemas {
+    fn new() -> Self {
+        Self(RefCell::new(SchemaSettings::openapi3().into_generator()))
+    }
+
+    /// A reference to `T`'s schema (or the schema itself for primitives).
+    fn of<T: JsonSchema>(&self) -> Value {
+        let schema = self.0.borrow_mut().subschema_for::<T>();
+        serde_json::to_value(schema).unwrap_or_default()
+    }
+
+    /// An `application/json` answer carrying a `T`.
+    fn ok<T: JsonSchema>(&self, description: &str) -> Value {
+        json!({ "description": description, "content": { "application/json": { "schema": self.of::<T>() } } })
+    }
+
+    /// A problem-details answer.
+    fn problem(&self, description: &str) -> Value {
+        json!({ "description": description, "content": { MEDIA_TYPE: { "schema": self.of::<Problem>() } } })
+    }
+
+    /// A JSON request body of `T`.
+    fn body<T: JsonSchema>(&self) -> Value {
+        json!({ "required": true, "content": { "application/json": { "schema": self.of::<T>() } } })
+    }
+
+    fn into_components(self) -> Value {
+        Value::Object(self.0.into_inner().take_definitions(true))
+    }
+}
+
+/// `responses` from (status, answer) pairs.
+fn responses(pairs: Vec<(&str, Value)>) -> Value {
+    Value::Object(
+        pairs
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect::<Map<_, _>>(),
+    )
+}
+
+fn document(title: &str, description: &str, prefix: &str, paths: Value, s: Schemas) -> Value {
+    json!({
+        "openapi": "3.0.3",
+        "info": { "title": title, "version": "v1", "description": description },
+        "servers": [{ "url": prefix }, { "url": routes::V1 }],
+        "paths": paths,
+        "components": { "schemas": s.into_components() }
+    })
+}
+
+fn query(name: &str, description: &str, schema: Value) -> Value {
+    json!({ "name": name, "in": "query", "required": false, "description": description, "schema": schema })
+}
+
+fn path_param(name: &str, schema: Value) -> Value {
+    json!({ "name": name, "in": "path", "required": true, "schema": schema })
+}
+
+/// The coordinator's API (docs/api/coordinator-rest.md).
+pub fn coordinator() -> Value {
+    use coordinator::*;
+    let s = Schemas::new();
+    let problems = |s: &Schemas| {
+        vec![
+            (
+                "400",
+                s.problem("bad input (malformed JSON, unknown field, invalid tag, title or id)"),
+            ),
+            ("404", s.problem("unknown session")),
+            (
+                "409",
+                s.problem("conflicting state (e.g. start while collecting, end an ended session)"),
+            ),
+            ("503", s.problem("the state could not be saved")),
+        ]
+    };
+    let with_problems = |s: &Schemas, mut ok: Vec<(&'static str, Value)>| {
+        ok.extend(problems(s));
+        responses(ok)
+    };
+    let tag = query(
+        "tag",
+        "the tag (default `default`)",
+        json!({ "type": "string", "default": Tag::DEFAULT }),
+    );
+    let session_id = path_param("id", json!({ "type": "string", "format": "uuid" }));
+    let tag_action = |s: &Schemas, summary: &str, answer: Value| {
+        json!({ "post": {
+            "summary": summary,
+            "requestBody": s.body::<TagAction>(),
+            "responses": with_problems(s, vec![("200", answer)])
+        }})
+    };
+    let started = s.ok::<Started>("the collection started");
+    let stopped = s.ok::<Stopped>("the collection stopping (or settled)");
+    let ended = s.ok::<Ended>("the session ended");
+    let paths = json!({
+        "/status": { "get": {
+            "summary": "Agents, open session and active collection of a tag",
+            "parameters": [tag.clone(), query("limit", "agents listed (counts always cover all)", json!({ "type": "integer", "default": DEFAULT_STATUS_LIMIT }))],
+            "responses": with_problems(&s, vec![("200", s.ok::<TagStatus>("tag status"))])
+        }},
+        "/sessions": {
+            "get": {
+                "summary": "List sessions",
+                "parameters": [tag, query("state", "only sessions in this state", s.of::<SessionState>())],
+                "responses": with_problems(&s, vec![("200", s.ok::<SessionList>("sessions, oldest first"))])
+            },
+            "post": {
+                "summary": "Begin a session",
+                "requestBody": s.body::<BeginSession>(),
+                "responses": with_problems(&s, vec![("201", s.ok::<SessionSummary>("the new session"))])
+            }
+        },
+        "/sessions/{id}": { "get": {
+            "summary": "A session with its collections and per-agent outcomes (uploaded object keys)",
+            "parameters": [session_id.clone()],
+            "responses": with_problems(&s, vec![("200", s.ok::<Session>("the session"))])
+        }},
+        "/sessions/{id}/reports": { "get": {
+            "summary": "The session's report files in storage, with their download paths and a download URL each (S3 presigned, or signed by the coordinator for a local store; valid for an hour, no other credentials needed). 501 when no storage is configured",
+            "parameters": [session_id],
+            "responses": with_problems(&s, vec![
+                ("200", s.ok::<ReportListing>("the reports")),
+                ("501", s.problem("no report storage configured")),
+            ])
+        }},
+        "/start": tag_action(&s, "Start a collection (opens a session if none is open)", started),
+        "/stop": tag_action(&s, "Stop the active collection", stopped),
+        "/end": tag_action(&s, "End the session", ended),
+    });
+    document(
+        "Nsight Coordinator API",
+        &format!(
+            "Sessions and collections of profiling agents. Behind the gateway at {}.",
+            routes::COORDINATOR_V1
+        ),
+        routes::COORDINATOR_V1,
+        paths,
+        s,
+    )
+}
+
+/// The analysis service's API (docs/analysis.md).
+pub fn analysis() -> Value {
+    use analysis::*;
+    let s = Schemas::new();
+    let job_id = path_param("id", json!({ "type": "string", "format": "uuid" }));
+    let job_get = |s: &Schemas, summary: &str, ok: Value| {
+        json!({ "get": {
+            "summary": summary,
+            "parameters": [job_id.clone()],
+            "responses": responses(vec![
+                ("200", ok),
+                ("400", s.problem("the id is not a UUID")),
+                ("404", s.problem("no such job")),
+            ])
+        }})
+    };
+    let file = |s: &Schemas, summary: &str, name: bool| {
+        let mut parameters = vec![job_id.clone()];
+        if name {
+            parameters.push(path_param("name", json!({ "type": "string" })));
+        }
+        json!({ "get": {
+            "summary": summary,
+            "parameters": parameters,
+            "responses": responses(vec![
+                ("200", json!({ "description": "the file, streamed from storage (Content-Type by extension: text/csv, image/svg+xml, application/x-ipynb+json, text/html)",
+                     "content": { "application/octet-stream": { "schema": { "type": "string", "format": "binary" } } } })),
+                ("400", s.problem("the id is not a UUID")),
+                ("404", s.problem("no such job or file (files exist once the job succeeded)")),
+                ("503", s.problem("storage could not be read")),
+            ])
+        }})
+    };
+    let job = job_get(&s, "A job", s.ok::<Job>("the job"));
+    let paths = json!({
+        "/recipes": { "get": {
+            "summary": "List recipes",
+            "responses": responses(vec![("200", s.ok::<RecipeList>("recipes, by name"))])
+        }},
+        "/recipes/{name}": { "get": {
+            "summary": "One recipe and its arguments",
+            "parameters": [path_param("name", json!({ "type": "string" }))],
+            "responses": responses(vec![
+                ("200", s.ok::<RecipeView>("the recipe")),
+                ("404", s.problem("no such recipe")),
+            ])
+        }},
+        "/jobs": {
+            "get": {
+                "summary": "List jobs, oldest first",
+                "parameters": [query("status", "only jobs in this status", s.of::<JobStatus>())],
+                "responses": responses(vec![
+                    ("200", s.ok::<JobList>("jobs")),
+                    ("400", s.problem("unknown status")),
+                ])
+            },
+            "post": {
+                "summary": "Create a job (runs when a slot is free)",
+                "requestBody": s.body::<JobRequest>(),
+                "responses": responses(vec![
+                    ("202", s.ok::<Job>("the queued job")),
+                    ("400", s.problem("malformed body, unknown argument, or an id that is not a key component")),
+                    ("404", s.problem("no such recipe")),
+                    ("503", s.problem("the job could not be saved")),
+                ])
+            }
+        },
+        "/jobs/{id}": {
+            "get": job["get"].clone(),
+            "delete": {
+                "summary": "Delete a finished job and its files in storage",
+                "parameters": [job_id.clone()],
+                "responses": responses(vec![
+                    ("204", json!({ "description": "deleted" })),
+                    ("400", s.problem("the id is not a UUID")),
+                    ("404", s.problem("no such job")),
+                    ("409", s.problem("the job is queued or running: cancel it first")),
+                    ("503", s.problem("storage or the records failed")),
+                ])
+            }
+        },
+        "/jobs/{id}/logs": job_get(&s, "The job's log", s.ok::<JobLogs>("log lines, oldest first")),
+        "/jobs/{id}/files": job_get(&s, "The job's output files", s.ok::<JobFiles>("files")),
+        "/jobs/{id}/files/{name}": file(&s, "One output file", true),
+        "/jobs/{id}/notebook.html": file(&s, "The HTML rendering of the job's tables and figures", false),
+        "/jobs/{id}/cancel": { "post": {
+            "summary": "Cancel a queued or running job (a running one is stopped within a second; the answer waits up to 2 s for it)",
+            "parameters": [job_id],
+            "responses": responses(vec![
+                ("200", s.ok::<Job>("the job (status cancelled once stopped)")),
+                ("400", s.problem("the id is not a UUID")),
+                ("404", s.problem("no such job")),
+                ("409", s.problem("the job has succeeded or failed already")),
+            ])
+        }}
+    });
+    document(
+        "Nsight Analysis API",
+        &format!("Recipes (sandboxed Wasm components) run as jobs over a session's reports in storage; outputs are CSVs, SVG figures, a Jupyter notebook and an HTML page. Behind the gateway at {}.", routes::ANALYSIS_V1),
+        routes::ANALYSIS_V1,
+        paths,
+        s,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every `$ref` in `value` (recursively).
+    fn refs(value: &Value, out: &mut Vec<String>) {
+        match value {
+            Value::Object(map) => {
+                for (k, v) in map {
+                    match (k.as_str(), v) {
+                        ("$ref", Value::String(r)) => out.push(r.clone()),
+                        _ => refs(v, out),
+                    }
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|v| refs(v, out)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    #[ignore = "prints the documents: cargo test -p nsight-contracts --features schema -- --ignored --nocapture"]
+    fn print() {
+        println!("{:#}\n{:#}", coordinator(), analysis());
+    }
+
+    #[test]
+    fn every_reference_resolves() {
+        for doc in [coordinator(), analysis()] {
+            let mut found = Vec::new();
+            refs(&doc, &mut found);
+            assert!(!found.is_empty());
+            for r in found {
+                let name = r.strip_prefix("#/components/schemas/").unwrap();
+                assert!(
+                    doc["components"]["schemas"].get(name).is_some(),
+                    "{r} is not in components"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn schemas_follow_the_serde_attributes() {
+        let doc = coordinator();
+        let schemas = &doc["components"]["schemas"];
+        assert_eq!(schemas["TagAction"]["additionalProperties"], false);
+        assert_eq!(
+            schemas["SessionSummary"]["properties"]["createdAt"]["$ref"],
+            "#/components/schemas/Millis"
+        );
+        assert_eq!(schemas["Millis"]["type"], "integer");
+        assert!(schemas["AgentOutcome"].to_string().contains("stopSent"));
+        assert_eq!(doc["servers"][0]["url"], "/coordinator/v1");
+        let doc = analysis();
+        assert_eq!(
+            doc["components"]["schemas"]["JobStatus"]["enum"],
+            json!(["queued", "running", "succeeded", "failed", "cancelled"])
+        );
+    }
+}

@@ -1,0 +1,51 @@
+//! Route prefixes: where each REST API is served, directly and behind the gateway. Every party
+//! builds URLs from these constants; none spells a prefix itself.
+//!
+//! ```text
+//!  browser / CLI ──> gateway <gw>/coordinator/v1/status ──> coordinator /coordinator/v1/status
+//!                                                                    (also /v1/status directly)
+//!                    gateway <gw>/analysis/v1/jobs      ──> analysis    /analysis/v1/jobs
+//!                    gateway <gw>/storage/v1/objects/K  ──> signed-URL object server
+//! ```
+
+/// The version prefix each service also answers under when reached directly (not through the
+/// gateway).
+pub const V1: &str = "/v1";
+
+/// The gateway's route prefix for the coordinator (the Envoy route matches on it).
+pub const COORDINATOR: &str = "/coordinator/";
+/// The coordinator's REST API as reached through the gateway; the coordinator serves it too.
+pub const COORDINATOR_V1: &str = "/coordinator/v1";
+
+/// The gateway's route prefix for the analysis service.
+pub const ANALYSIS: &str = "/analysis/";
+/// The analysis service's REST API as reached through the gateway; the service serves it too.
+pub const ANALYSIS_V1: &str = "/analysis/v1";
+
+/// Report downloads through URLs signed by the coordinator (a local report store); the object
+/// key follows.
+pub const STORAGE_OBJECTS: &str = "/storage/v1/objects/";
+
+/// Every service's liveness probe (outside the versioned API).
+pub const HEALTHZ: &str = "/healthz";
+
+/// The OpenAPI document, below each API prefix.
+pub const OPENAPI: &str = "/openapi.json";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_api_prefixes_sit_below_the_gateway_prefixes() {
+        assert_eq!(
+            COORDINATOR_V1,
+            format!("{}{}", COORDINATOR.trim_end_matches('/'), V1)
+        );
+        assert_eq!(
+            ANALYSIS_V1,
+            format!("{}{}", ANALYSIS.trim_end_matches('/'), V1)
+        );
+        assert!(STORAGE_OBJECTS.ends_with('/'));
+    }
+}
