@@ -23,35 +23,6 @@ fn image(name: &str) -> String {
     format!("{REPOSITORY}/{name}:{TAG}")
 }
 
-/// The Pods of `ns` with their phase and container states, for failure messages.
-fn pods_report(c: &cluster::Cluster, ns: &str) -> String {
-    let (_, pods) = c.request("GET", &format!("/api/v1/namespaces/{ns}/pods"), None);
-    let (_, events) = c.request("GET", &format!("/api/v1/namespaces/{ns}/events"), None);
-    let pods: Vec<String> = pods["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|p| {
-            format!(
-                "{} {} {}",
-                p["metadata"]["name"], p["status"]["phase"], p["status"]["containerStatuses"]
-            )
-        })
-        .collect();
-    let events: Vec<String> = events["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|e| {
-            format!(
-                "{} {}: {}",
-                e["involvedObject"]["name"], e["reason"], e["message"]
-            )
-        })
-        .collect();
-    format!("pods:\n{}\nevents:\n{}", pods.join("\n"), events.join("\n"))
-}
-
 fn deployment(name: &str, image: &str, args: &[&str], ports: &[(&str, u16)]) -> Value {
     json!({
         "apiVersion": "apps/v1",
@@ -88,36 +59,10 @@ fn ready_replicas(c: &cluster::Cluster, ns: &str, name: &str) -> i64 {
     d["status"]["readyReplicas"].as_i64().unwrap_or(0)
 }
 
-/// A namespace of this test, deleted when the test ends (passed or not).
-struct Namespace<'a> {
-    cluster: &'a cluster::Cluster,
-    name: String,
-}
-
-impl<'a> Namespace<'a> {
-    fn create(cluster: &'a cluster::Cluster, prefix: &str) -> Self {
-        let name = format!("{prefix}-{}", std::process::id());
-        let (status, body) = cluster.request(
-            "POST",
-            "/api/v1/namespaces",
-            Some(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})),
-        );
-        assert_eq!(status, 201, "create namespace: {body}");
-        Self { cluster, name }
-    }
-}
-
-impl Drop for Namespace<'_> {
-    fn drop(&mut self) {
-        self.cluster
-            .request("DELETE", &format!("/api/v1/namespaces/{}", self.name), None);
-    }
-}
-
 #[test]
 fn the_coordinator_image_serves_agents_in_other_pods_through_its_service() {
     let c = cluster::shared();
-    let namespace = Namespace::create(&c, "node-e2e");
+    let namespace = cluster::TestNamespace::create(&c, "node-e2e");
     let ns = namespace.name.clone();
 
     let mut coordinator = deployment(
@@ -164,7 +109,7 @@ fn the_coordinator_image_serves_agents_in_other_pods_through_its_service() {
     assert!(
         ready.is_some(),
         "coordinator not Ready in 120 s\n{}",
-        pods_report(&c, &ns)
+        c.describe_namespace(&ns)
     );
 
     // Agents in another Pod reach the coordinator by its Service name: the cluster DNS
@@ -205,7 +150,7 @@ fn the_coordinator_image_serves_agents_in_other_pods_through_its_service() {
         connected.is_some(),
         "{AGENTS} agents not connected in 120 s; last status {:?}\n{}",
         c.request("GET", &format!("{api}/status"), None),
-        pods_report(&c, &ns)
+        c.describe_namespace(&ns)
     );
 
     // One collection: START reaches every agent, STOP completes it with a report from each.

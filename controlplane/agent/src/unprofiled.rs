@@ -34,6 +34,25 @@ pub fn exec(argv: &[String], reason: &str) -> std::io::Error {
         .exec()
 }
 
+/// Installs a panic hook that keeps the promise even when the agent itself panics before the
+/// program has started (a bug, or a library asserting on this container): the program is
+/// exec'd unprofiled with the panic as the reason. After the start, the default hook runs.
+pub fn on_panic_run_unprofiled(argv: Vec<String>) {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if crate::run::target_started() {
+            default(info);
+            return;
+        }
+        let reason = format!("the agent panicked: {info}");
+        let program = argv.first().map(String::as_str).unwrap_or_default();
+        eprintln!("{}", notice(program, &reason));
+        let err = exec(&argv, &reason);
+        eprintln!("nsight-agent: cannot start {program}: {err}");
+        std::process::exit(127);
+    }));
+}
+
 /// An environment value of one line, at most 1 KiB.
 fn one_line(reason: &str) -> String {
     let flat: String = reason

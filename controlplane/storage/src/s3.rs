@@ -164,10 +164,22 @@ impl S3Store {
         if settings.multipart_threshold > MAX_PART_SIZE {
             return Err(invalid("multipart_threshold is above 5 GiB".into()));
         }
+        // A plain-HTTP endpoint (the in-cluster server) needs no roots: a container without
+        // CA certificates must not be asked for them.
+        let plain_http = settings
+            .endpoint_url
+            .as_deref()
+            .is_some_and(|u| u.starts_with("http://"));
+        let trust = tls::TrustStore::empty().with_native_roots(!plain_http);
+        let tls_context = tls::TlsContext::builder()
+            .with_trust_store(trust)
+            .build()
+            .map_err(|e| invalid(format!("TLS settings: {e}")))?;
         let http_client = aws_smithy_http_client::Builder::new()
             .tls_provider(tls::Provider::Rustls(
                 tls::rustls_provider::CryptoMode::Ring,
             ))
+            .tls_context(tls_context)
             .build_https();
         let credentials = Credentials::new(
             &settings.access_key_id,

@@ -315,6 +315,7 @@ async fn main() {
         },
     };
     let argv = args.argv.clone();
+    unprofiled::on_panic_run_unprofiled(argv.clone());
     match run_command(args).await {
         Ok(code) => std::process::exit(code),
         // Profiling could not be set up and the program has not started: it runs anyway,
