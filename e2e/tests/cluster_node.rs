@@ -9,6 +9,13 @@
 //!   Pod nsight-coordinator :8080 REST  :8081 agents  <--ClusterIP-- Pod nsight-agent-sim x3
 //! ```
 
+#![allow(
+    clippy::expect_used,
+    clippy::panic,
+    clippy::unwrap_used,
+    reason = "tests fail loudly on unexpected errors"
+)]
+
 use std::time::Duration;
 
 use nsight_e2e::{cluster, wait_for};

@@ -10,6 +10,13 @@
 //!
 //! Needs root, `cargo xtask image all` and `cargo xtask setup helm` (CI does all three).
 
+#![allow(
+    clippy::expect_used,
+    clippy::panic,
+    clippy::unwrap_used,
+    reason = "tests fail loudly on unexpected errors"
+)]
+
 use std::{path::PathBuf, process::Command, time::Duration};
 
 use nsight_e2e::{cluster, kube::helm_bin, wait_for, TempDir};

@@ -27,7 +27,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Launch a program under the profiler.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// The injected Pod's init container: copy the tools into the shared volume, then wait
     /// (bounded) until the coordinator and storage answer.
     Init(InitArgs),
@@ -305,7 +305,7 @@ async fn main() {
         .with_writer(std::io::stderr)
         .init();
     let args = match Cli::parse().command {
-        Command::Run(args) => args,
+        Command::Run(args) => *args,
         Command::Init(args) => match init_command(args) {
             Ok(()) => std::process::exit(0),
             Err(e) => {
