@@ -59,6 +59,58 @@ pub fn helm_bin() -> PathBuf {
     crate::required_path("NSIGHT_HELM_BIN", "cargo xtask setup helm")
 }
 
+/// One request to an API server with a bearer token: `(status, body as JSON or a string)`;
+/// status 0 when the server could not be reached or the method is not one.
+pub fn api_request(
+    client: &reqwest::blocking::Client,
+    base: &str,
+    token: &str,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+) -> (u16, Value) {
+    let Ok(method) = reqwest::Method::from_bytes(method.as_bytes()) else {
+        return (0, Value::Null);
+    };
+    let mut req = client
+        .request(method, format!("{base}{path}"))
+        .bearer_auth(token);
+    if let Some(body) = body {
+        req = req.json(body);
+    }
+    match req.send() {
+        Ok(resp) => {
+            let status = resp.status().as_u16();
+            let text = resp.text().unwrap_or_default();
+            (
+                status,
+                serde_json::from_str(&text).unwrap_or(Value::String(text)),
+            )
+        }
+        Err(_) => (0, Value::Null),
+    }
+}
+
+/// The chart's directory (`charts/nsight-operator`).
+pub fn chart_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../charts/nsight-operator")
+}
+
+/// Runs helm with `args` to success and returns its stdout; panics with its output otherwise.
+pub fn helm(args: &[&str]) -> String {
+    let out = Command::new(helm_bin())
+        .args(args)
+        .output()
+        .expect("run helm");
+    assert!(
+        out.status.success(),
+        "helm {args:?} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// A running etcd + kube-apiserver pair; both are killed on drop.
 #[derive(Debug)]
 pub struct Kube {
@@ -176,25 +228,7 @@ impl Kube {
     /// One request with the admin token: `(status, body as JSON or Null)`. Status 0 when the
     /// server could not be reached.
     pub fn request(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
-        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("HTTP method");
-        let mut req = self
-            .client
-            .request(method, format!("{}{path}", self.url))
-            .bearer_auth(&self.token);
-        if let Some(body) = body {
-            req = req.json(body);
-        }
-        match req.send() {
-            Ok(resp) => {
-                let status = resp.status().as_u16();
-                let text = resp.text().unwrap_or_default();
-                (
-                    status,
-                    serde_json::from_str(&text).unwrap_or(Value::String(text)),
-                )
-            }
-            Err(_) => (0, Value::Null),
-        }
+        api_request(&self.client, &self.url, &self.token, method, path, body)
     }
 
     /// POST `body` to `path` and expect 201; returns the created object.
@@ -320,29 +354,6 @@ fn write_pki(dir: &Path) -> String {
     ] {
         std::fs::write(dir.join(name), pem).expect("write PKI file");
     }
-    // kube-apiserver reads the service-account key as SEC1 ("EC PRIVATE KEY"), which rcgen
-    // does not write (PKCS#8 only): openssl, part of every Debian base system, does.
-    let openssl = |args: &[&str]| {
-        let out = Command::new("openssl")
-            .current_dir(dir)
-            .args(args)
-            .output()
-            .expect("openssl (Debian package `openssl`) for the service-account key");
-        assert!(
-            out.status.success(),
-            "openssl {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    openssl(&[
-        "ecparam",
-        "-name",
-        "prime256v1",
-        "-genkey",
-        "-noout",
-        "-out",
-        "sa.key",
-    ]);
-    openssl(&["ec", "-in", "sa.key", "-pubout", "-out", "sa.pub"]);
+    crate::cluster::pki::write_service_account_key(dir).expect("service-account key");
     ca.pem()
 }

@@ -19,29 +19,24 @@
 
 use std::{path::PathBuf, process::Command, time::Duration};
 
-use nsight_e2e::{cluster, kube::helm_bin, wait_for, TempDir};
+use nsight_e2e::{
+    cluster,
+    kube::{chart_dir, helm, helm_bin},
+    wait_for, TempDir,
+};
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 use serde_json::{json, Value};
 
 const AGENT_WAIT: Duration = Duration::from_secs(120);
 
-fn chart() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../charts/nsight-operator")
-}
-
-fn helm(kubeconfig: &std::path::Path, args: &[&str]) -> String {
-    let out = Command::new(helm_bin())
-        .env("KUBECONFIG", kubeconfig)
-        .args(args)
-        .output()
-        .expect("run helm");
-    assert!(
-        out.status.success(),
-        "helm {args:?} failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+/// helm against the node's API server.
+fn helm_on(kubeconfig: &std::path::Path, args: &[&str]) -> String {
+    let mut all = vec![
+        "--kubeconfig",
+        kubeconfig.to_str().expect("kubeconfig path"),
+    ];
+    all.extend_from_slice(args);
+    helm(&all)
 }
 
 /// The webhook's serving certificate for `<service>.<ns>.svc` and its CA (PEM).
@@ -125,12 +120,12 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
         name: release.clone(),
         namespace: sys.clone(),
     };
-    helm(
+    helm_on(
         &kubeconfig,
         &[
             "install",
             &release,
-            chart().to_str().expect("chart path"),
+            chart_dir().to_str().expect("chart path"),
             "-n",
             &sys,
             "-f",

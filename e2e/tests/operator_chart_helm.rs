@@ -16,7 +16,7 @@
 use std::{path::PathBuf, process::Command};
 
 use nsight_e2e::{
-    kube::{helm_bin, Kube},
+    kube::{chart_dir, helm, Kube},
     TempDir,
 };
 use serde_json::{json, Value};
@@ -25,21 +25,7 @@ const RELEASE: &str = "nsight";
 const NAMESPACE: &str = "nsight-system";
 
 fn chart() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../charts/nsight-operator")
-}
-
-fn helm(args: &[&str]) -> String {
-    let out = Command::new(helm_bin())
-        .args(args)
-        .output()
-        .expect("run helm");
-    assert!(
-        out.status.success(),
-        "helm {args:?} failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    chart_dir()
 }
 
 /// `helm lint --strict` then `helm template --include-crds` with `extra` value arguments; the

@@ -176,26 +176,7 @@ impl Cluster {
         let Ok(client) = self.client() else {
             return (0, Value::Null);
         };
-        let Ok(method) = reqwest::Method::from_bytes(method.as_bytes()) else {
-            return (0, Value::Null);
-        };
-        let mut req = client
-            .request(method, format!("{}{path}", self.url))
-            .bearer_auth(&self.token);
-        if let Some(body) = body {
-            req = req.json(body);
-        }
-        match req.send() {
-            Ok(resp) => {
-                let status = resp.status().as_u16();
-                let text = resp.text().unwrap_or_default();
-                (
-                    status,
-                    serde_json::from_str(&text).unwrap_or(Value::String(text)),
-                )
-            }
-            Err(_) => (0, Value::Null),
-        }
+        crate::kube::api_request(&client, &self.url, &self.token, method, path, body)
     }
 
     /// Whether the API server answers and the node is Ready.

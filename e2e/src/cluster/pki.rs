@@ -107,8 +107,13 @@ pub fn write(dir: &Path, net: &Net, node: &str) -> Result<()> {
         put(dir, &format!("{}.crt", client.stem), &cert.pem())?;
         put(dir, &format!("{}.key", client.stem), &key.serialize_pem())?;
     }
-    // kube-apiserver and the controller-manager read the service-account key as SEC1
-    // ("EC PRIVATE KEY"), which rcgen does not write (PKCS#8 only): openssl does.
+    write_service_account_key(dir)
+}
+
+/// `sa.key` (SEC1 "EC PRIVATE KEY", P-256) and `sa.pub` in `dir`. kube-apiserver and the
+/// controller-manager read the key as SEC1, which rcgen does not write (PKCS#8 only): openssl,
+/// part of every Debian base system, does.
+pub fn write_service_account_key(dir: &Path) -> Result<()> {
     let openssl = |args: &[&str]| -> Result<()> {
         let out = Command::new("openssl")
             .current_dir(dir)
@@ -131,8 +136,7 @@ pub fn write(dir: &Path, net: &Net, node: &str) -> Result<()> {
         "-out",
         "sa.key",
     ])?;
-    openssl(&["ec", "-in", "sa.key", "-pubout", "-out", "sa.pub"])?;
-    Ok(())
+    openssl(&["ec", "-in", "sa.key", "-pubout", "-out", "sa.pub"])
 }
 
 fn put(dir: &Path, name: &str, pem: &str) -> Result<()> {

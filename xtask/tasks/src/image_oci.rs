@@ -126,27 +126,20 @@ pub fn run(layout: &Layout, flags: &[String]) -> Result<()> {
     let out = cluster::images_dir(&layout.cache);
     let staging = layout.cache.join("image").join("stripped");
     fs::create_dir_all(&staging)?;
-    let mut written = Vec::new();
+    let mut specs = Vec::new();
     for c in COMPONENTS {
-        let spec = spec(c, &bin_dir, &dist, &staging, &repository, &tag)?;
-        let archive = out.join(format!("{}.oci.tar", c.name));
-        let w = oci::write_archive(&spec, &archive)?;
-        eprintln!(
-            "    {:<44} {:>6.1} MiB  {}",
-            spec.name,
-            w.layer_bytes as f64 / 1_048_576.0,
-            archive.display()
-        );
-        written.push(archive);
+        specs.push((
+            c.name,
+            spec(c, &bin_dir, &dist, &staging, &repository, &tag)?,
+        ));
     }
-    let extra = [
-        ("nsight-storage", storage_spec(layout, &repository, &tag)?),
-        (
-            "nsight-nvtx-sample",
-            sample_spec(layout, &bin_dir, &staging, &repository, &tag)?,
-        ),
-    ];
-    for (name, spec) in extra {
+    specs.push(("nsight-storage", storage_spec(layout, &repository, &tag)?));
+    specs.push((
+        "nsight-nvtx-sample",
+        sample_spec(layout, &bin_dir, &staging, &repository, &tag)?,
+    ));
+    let mut written = Vec::new();
+    for (name, spec) in specs {
         let archive = out.join(format!("{name}.oci.tar"));
         let w = oci::write_archive(&spec, &archive)?;
         eprintln!(

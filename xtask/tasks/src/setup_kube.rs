@@ -127,11 +127,7 @@ fn apiserver(layout: &Layout) -> Result<bool> {
         "//go:build tools\n\npackage tools\n\nimport _ \"k8s.io/kubernetes/cmd/kube-apiserver\"\n",
     )?;
     run_cmd(go_cmd(layout, &build).args(["mod", "tidy"]))?;
-    let minor = KUBE_VERSION.split('.').nth(1).unwrap_or_default();
-    let ldflags = format!(
-        "-s -w -X k8s.io/component-base/version.gitVersion={KUBE_VERSION} \
-         -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor={minor}"
-    );
+    let ldflags = kube_ldflags();
     run_cmd(
         go_cmd(layout, &build)
             .args(["build", "-trimpath", "-ldflags", &ldflags, "-o"])
@@ -146,6 +142,16 @@ fn apiserver(layout: &Layout) -> Result<bool> {
         started.elapsed().as_secs_f64()
     );
     Ok(true)
+}
+
+/// The linker flags of every Kubernetes binary: stripped, and stamped with [`KUBE_VERSION`] so
+/// that `--version` reports it (the setup steps' up-to-date check).
+pub(crate) fn kube_ldflags() -> String {
+    let minor = KUBE_VERSION.split('.').nth(1).unwrap_or_default();
+    format!(
+        "-s -w -X k8s.io/component-base/version.gitVersion={KUBE_VERSION} \
+         -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor={minor}"
+    )
 }
 
 /// Our go.mod for a build in `build`: downloads k8s.io/kubernetes at [`KUBE_VERSION`] and maps

@@ -24,7 +24,7 @@ use crate::{
     cmd::{output, run as run_cmd},
     paths::Layout,
     setup::apt_install,
-    setup_kube::{go_cmd, staging_go_mod},
+    setup_kube::{go_cmd, kube_ldflags, staging_go_mod},
 };
 
 /// Debian packages of the node: the container runtime, the CNI plugins (bridge, host-local,
@@ -115,11 +115,7 @@ fn node_binaries(layout: &Layout) -> Result<bool> {
         format!("//go:build tools\n\npackage tools\n\n{imports}"),
     )?;
     run_cmd(go_cmd(layout, &build).args(["mod", "tidy"]))?;
-    let minor = KUBE_VERSION.split('.').nth(1).unwrap_or_default();
-    let ldflags = format!(
-        "-s -w -X k8s.io/component-base/version.gitVersion={KUBE_VERSION} \
-         -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor={minor}"
-    );
+    let ldflags = kube_ldflags();
     let mut go = go_cmd(layout, &build);
     go.args(["build", "-trimpath", "-ldflags", &ldflags, "-o"])
         .arg(format!("{}/", bin_dir.display()));
