@@ -200,6 +200,13 @@ fn api_key_tls_storage_and_custom_prefixes() {
     );
     let prefixes: Vec<&str> = l.routes.iter().map(|r| r.prefix.as_str()).collect();
     assert_eq!(prefixes, ["/analysis/v2/", "/c/", "/"]);
+    // Custom prefixes reach the backends under the prefixes they serve.
+    let rewrites: Vec<Option<&str>> = l
+        .routes
+        .iter()
+        .map(|r| r.rewrite_prefix.as_deref())
+        .collect();
+    assert_eq!(rewrites, [Some("/analysis/"), Some("/coordinator/"), None]);
     let storage = &ir.listeners[1];
     assert_eq!((storage.port, storage.auth.is_none()), (9000, true));
     let up = ir.upstreams.iter().find(|u| u.name == "storage").unwrap();

@@ -442,6 +442,28 @@ pub fn translate(inputs: &Inputs<'_>, settings: &XdsSettings) -> Translation {
     translate_with_tenants(inputs, &none, settings)
 }
 
+/// The prefixes the backends serve their APIs under (besides `/v1`).
+const DEFAULT_COORDINATOR_PREFIX: &str = "/coordinator/";
+const DEFAULT_ANALYSIS_PREFIX: &str = "/analysis/";
+const DEFAULT_TENANT_PREFIX: &str = "/tenant/";
+
+/// The route of one API: a custom prefix (`spec.routing.*Prefix`) is rewritten to the default
+/// one the backend serves under, so `/c/v1/status` reaches the coordinator as
+/// `/coordinator/v1/status` instead of a 404 there.
+fn api_route(prefix: &str, default: &str, upstream: &str) -> Route {
+    let route = Route::api(prefix, upstream);
+    if prefix == default {
+        return route;
+    }
+    // Keep the slash the matched prefix ate, and no more.
+    let to = if prefix.ends_with('/') {
+        default
+    } else {
+        default.trim_end_matches('/')
+    };
+    route.with_rewrite(to)
+}
+
 /// The gateway's IR and conditions, with what its tenants (`spec.tenants`) need.
 pub fn translate_with_tenants(
     inputs: &Inputs<'_>,
@@ -472,9 +494,9 @@ pub fn translate_with_tenants(
     let prefix =
         |p: Option<String>, d: &str| p.filter(|p| !p.is_empty()).unwrap_or_else(|| d.into());
     let prefixes = Prefixes {
-        coordinator: prefix(routing.coordinator_prefix, "/coordinator/"),
-        analysis: prefix(routing.analysis_prefix, "/analysis/"),
-        tenant: prefix(routing.tenant_prefix, "/tenant/"),
+        coordinator: prefix(routing.coordinator_prefix, DEFAULT_COORDINATOR_PREFIX),
+        analysis: prefix(routing.analysis_prefix, DEFAULT_ANALYSIS_PREFIX),
+        tenant: prefix(routing.tenant_prefix, DEFAULT_TENANT_PREFIX),
     };
     let storage_ref = gw.spec.cloud_storage_ref.as_deref();
     let mut upstreams = Vec::new();
@@ -493,19 +515,23 @@ pub fn translate_with_tenants(
         gw.spec.port.unwrap_or(GATEWAY_PORT),
     );
     if add(Role::Coordinator) {
-        listener
-            .routes
-            .push(Route::api(&prefixes.coordinator, names::COORDINATOR));
+        listener.routes.push(api_route(
+            &prefixes.coordinator,
+            DEFAULT_COORDINATOR_PREFIX,
+            names::COORDINATOR,
+        ));
     }
     if add(Role::Analysis) {
-        let mut route = Route::api(&prefixes.analysis, names::ANALYSIS);
+        let mut route = api_route(&prefixes.analysis, DEFAULT_ANALYSIS_PREFIX, names::ANALYSIS);
         route.timeout = Some(Duration::from_secs(300));
         listener.routes.push(route);
     }
     if add(Role::Tenant) {
-        listener
-            .routes
-            .push(Route::api(&prefixes.tenant, names::TENANT));
+        listener.routes.push(api_route(
+            &prefixes.tenant,
+            DEFAULT_TENANT_PREFIX,
+            names::TENANT,
+        ));
     }
     // Longer prefixes first; `/` (the UI) last.
     listener
