@@ -280,8 +280,83 @@ fn alive_pid(state: &Path, daemon: &str) -> Option<u32> {
     (state_char != "Z" && String::from_utf8_lossy(&cmdline).contains(daemon)).then_some(pid)
 }
 
+/// The daemons `up` started, kept while it waits so that one that dies is reported with its
+/// exit status and started again, as a service manager would (at most [`RESTARTS`] times).
+#[derive(Default)]
+struct Supervised {
+    daemons: BTreeMap<&'static str, (std::process::Child, PathBuf, Vec<String>, u32)>,
+}
+
+/// The daemons a node runs beside the API server (restarted while `up` waits).
+const NODE_DAEMONS: [&str; 4] = [
+    "kubelet",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kube-proxy",
+];
+
+/// How often `up` restarts a node daemon that exits while the node comes up.
+const RESTARTS: u32 = 3;
+
+impl Supervised {
+    fn start(
+        &mut self,
+        state: &Path,
+        daemon: &'static str,
+        bin: &Path,
+        args: &[String],
+    ) -> Result<()> {
+        let child = spawn(state, daemon, bin, args)?;
+        let restarts = self.daemons.get(daemon).map_or(0, |d| d.3);
+        self.daemons
+            .insert(daemon, (child, bin.to_path_buf(), args.to_vec(), restarts));
+        Ok(())
+    }
+
+    /// Restarts each of `daemons` that has exited; an error once one has exited too often.
+    fn keep_up(&mut self, state: &Path, daemons: &[&'static str]) -> Result<()> {
+        for d in daemons {
+            let Some((child, bin, args, restarts)) = self.daemons.get_mut(d) else {
+                continue;
+            };
+            let Ok(Some(status)) = child.try_wait() else {
+                continue;
+            };
+            let log = std::fs::read_to_string(state.join("logs").join(format!("{d}.log")))
+                .unwrap_or_default();
+            let note = format!(
+                "{d} exited ({status}); last lines:\n{}\n",
+                last_lines(&log, 30)
+            );
+            let mut all = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(state.join("logs").join("exits.log"))?;
+            std::io::Write::write_all(&mut all, note.as_bytes())?;
+            ensure!(
+                *restarts < RESTARTS,
+                "{note}(restarted {RESTARTS} times already)"
+            );
+            eprintln!("{d} exited ({status}): starting it again");
+            *restarts += 1;
+            let (bin, args) = (bin.clone(), args.clone());
+            let restarts = *restarts;
+            let child = spawn(state, d, &bin, &args)?;
+            self.daemons.insert(d, (child, bin, args, restarts));
+        }
+        Ok(())
+    }
+
+    /// Lets the daemons outlive this process (init reaps them).
+    fn release(self) {
+        for (_, (child, ..)) in self.daemons {
+            std::mem::forget(child);
+        }
+    }
+}
+
 /// Starts `bin args` detached (its own session), output to `logs/<daemon>.log`.
-fn spawn(state: &Path, daemon: &str, bin: &Path, args: &[String]) -> Result<u32> {
+fn spawn(state: &Path, daemon: &str, bin: &Path, args: &[String]) -> Result<std::process::Child> {
     let log = std::fs::File::create(state.join("logs").join(format!("{daemon}.log")))?;
     let child = Command::new("setsid")
         .arg(bin)
@@ -291,17 +366,14 @@ fn spawn(state: &Path, daemon: &str, bin: &Path, args: &[String]) -> Result<u32>
         .stderr(log)
         .spawn()
         .with_context(|| format!("cannot start {daemon} ({})", bin.display()))?;
-    let pid = child.id();
-    // Not waited for: it outlives this process (init reaps it).
-    std::mem::forget(child);
-    std::fs::write(pid_file(state, daemon), pid.to_string())?;
+    std::fs::write(pid_file(state, daemon), child.id().to_string())?;
     // Until `setsid` has exec'd the daemon, /proc shows this process's command line: wait for
     // the exec so that `alive_pid` (which checks the program's name) sees it.
     let deadline = Instant::now() + Duration::from_secs(5);
     while alive_pid(state, daemon).is_none() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
-    Ok(pid)
+    Ok(child)
 }
 
 fn signal(pid: u32, sig: &str) {
@@ -473,20 +545,13 @@ pub fn up() -> Result<Cluster> {
     host::write_sysctl("net/ipv4/ip_forward", "1")?;
 
     let s = |p: &Path| p.display().to_string();
-    spawn(
+    let mut daemons = Supervised::default();
+    daemons.start(
         &state,
         "containerd",
-        Path::new("containerd"),
+        Path::new("/usr/bin/containerd"),
         &["--config".into(), s(&cfg.join("containerd.toml"))],
-    )
-    .or_else(|_| {
-        spawn(
-            &state,
-            "containerd",
-            Path::new("/usr/bin/containerd"),
-            &["--config".into(), s(&cfg.join("containerd.toml"))],
-        )
-    })?;
+    )?;
     let sock = state.join("containerd/containerd.sock");
     wait_until("containerd's socket", Duration::from_secs(30), || {
         ensure!(
@@ -531,7 +596,7 @@ pub fn up() -> Result<Cluster> {
 
     let etcd_url = format!("http://127.0.0.1:{ETCD_PORT}");
     let peer_url = format!("http://127.0.0.1:{ETCD_PEER_PORT}");
-    spawn(
+    daemons.start(
         &state,
         "etcd",
         &etcd,
@@ -546,7 +611,7 @@ pub fn up() -> Result<Cluster> {
         ],
     )?;
     let p = |name: &str| s(&pki.join(name));
-    spawn(
+    daemons.start(
         &state,
         "kube-apiserver",
         &apiserver,
@@ -586,7 +651,7 @@ pub fn up() -> Result<Cluster> {
         Ok(cluster.request("GET", "/readyz", None).0 == 200)
     })?;
     let kc = |stem: &str| s(&state.join("kubeconfigs").join(format!("{stem}.kubeconfig")));
-    spawn(
+    daemons.start(
         &state,
         "kube-controller-manager",
         &node_bins.join("kube-controller-manager"),
@@ -605,7 +670,7 @@ pub fn up() -> Result<Cluster> {
             "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-route".into(),
         ],
     )?;
-    spawn(
+    daemons.start(
         &state,
         "kube-scheduler",
         &node_bins.join("kube-scheduler"),
@@ -618,7 +683,7 @@ pub fn up() -> Result<Cluster> {
         ],
     )?;
     host::create_cgroup_root()?;
-    spawn(
+    daemons.start(
         &state,
         "kubelet",
         &node_bins.join("kubelet"),
@@ -631,25 +696,14 @@ pub fn up() -> Result<Cluster> {
             "--v=1".into(),
         ],
     )?;
-    spawn(
+    daemons.start(
         &state,
         "kube-proxy",
         &node_bins.join("kube-proxy"),
         &[format!("--config={}", s(&cfg.join("kube-proxy.yaml")))],
     )?;
     wait_until("the node to be Ready", Duration::from_secs(120), || {
-        for d in [
-            "kubelet",
-            "kube-controller-manager",
-            "kube-scheduler",
-            "kube-proxy",
-        ] {
-            ensure!(
-                alive_pid(&state, d).is_some(),
-                "{d} exited:\n{}",
-                last_lines(&cluster.log(d), 30)
-            );
-        }
+        daemons.keep_up(&state, &NODE_DAEMONS)?;
         Ok(cluster.node_ready())
     })?;
     // Pods need their namespace's ServiceAccount, which the controller-manager creates.
@@ -657,6 +711,7 @@ pub fn up() -> Result<Cluster> {
         "the default ServiceAccount",
         Duration::from_secs(60),
         || {
+            daemons.keep_up(&state, &NODE_DAEMONS)?;
             Ok(cluster
                 .request(
                     "GET",
@@ -680,6 +735,7 @@ pub fn up() -> Result<Cluster> {
         "the cluster DNS (CoreDNS) to be Ready",
         Duration::from_secs(90),
         || {
+            daemons.keep_up(&state, &NODE_DAEMONS)?;
             let (_, d) = cluster.request(
                 "GET",
                 "/apis/apps/v1/namespaces/kube-system/deployments/coredns",
@@ -688,6 +744,7 @@ pub fn up() -> Result<Cluster> {
             Ok(d["status"]["readyReplicas"].as_i64() == Some(1))
         },
     )?;
+    daemons.release();
     eprintln!(
         "cluster up in {:.1}s: node {NODE_NAME} Ready; KUBECONFIG={}",
         started.elapsed().as_secs_f64(),
