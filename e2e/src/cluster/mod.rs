@@ -22,9 +22,14 @@
 //! that command.
 
 pub mod config;
+mod daemons;
 pub mod dns;
 pub mod host;
 pub mod pki;
+mod testing;
+
+use daemons::{alive_pid, kill_shims, stop, Supervised, NODE_DAEMONS};
+pub use testing::TestNamespace;
 
 use std::{
     collections::BTreeMap,
@@ -260,143 +265,6 @@ pub fn shared() -> Cluster {
         Ok(c) => c,
         Err(e) => panic!("cannot bring up the test cluster: {e:#}"),
     }
-}
-
-fn pid_file(state: &Path, daemon: &str) -> PathBuf {
-    state.join("run").join(format!("{daemon}.pid"))
-}
-
-/// The daemon's pid when its pid file names a live process running that program.
-fn alive_pid(state: &Path, daemon: &str) -> Option<u32> {
-    let pid: u32 = std::fs::read_to_string(pid_file(state, daemon))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()?;
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // A zombie (state Z) is not running.
-    let state_char = stat.rsplit(')').next()?.split_whitespace().next()?;
-    (state_char != "Z" && String::from_utf8_lossy(&cmdline).contains(daemon)).then_some(pid)
-}
-
-/// The daemons `up` started, kept while it waits so that one that dies is reported with its
-/// exit status and started again, as a service manager would (at most [`RESTARTS`] times).
-#[derive(Default)]
-struct Supervised {
-    daemons: BTreeMap<&'static str, (std::process::Child, PathBuf, Vec<String>, u32)>,
-}
-
-/// The daemons a node runs beside the API server (restarted while `up` waits).
-const NODE_DAEMONS: [&str; 4] = [
-    "kubelet",
-    "kube-controller-manager",
-    "kube-scheduler",
-    "kube-proxy",
-];
-
-/// How often `up` restarts a node daemon that exits while the node comes up.
-const RESTARTS: u32 = 3;
-
-impl Supervised {
-    fn start(
-        &mut self,
-        state: &Path,
-        daemon: &'static str,
-        bin: &Path,
-        args: &[String],
-    ) -> Result<()> {
-        let child = spawn(state, daemon, bin, args)?;
-        let restarts = self.daemons.get(daemon).map_or(0, |d| d.3);
-        self.daemons
-            .insert(daemon, (child, bin.to_path_buf(), args.to_vec(), restarts));
-        Ok(())
-    }
-
-    /// Restarts each of `daemons` that has exited; an error once one has exited too often.
-    fn keep_up(&mut self, state: &Path, daemons: &[&'static str]) -> Result<()> {
-        for d in daemons {
-            let Some((child, bin, args, restarts)) = self.daemons.get_mut(d) else {
-                continue;
-            };
-            let Ok(Some(status)) = child.try_wait() else {
-                continue;
-            };
-            let log = std::fs::read_to_string(state.join("logs").join(format!("{d}.log")))
-                .unwrap_or_default();
-            let note = format!(
-                "{d} exited ({status}); last lines:\n{}\n",
-                last_lines(&log, 30)
-            );
-            let mut all = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(state.join("logs").join("exits.log"))?;
-            std::io::Write::write_all(&mut all, note.as_bytes())?;
-            ensure!(
-                *restarts < RESTARTS,
-                "{note}(restarted {RESTARTS} times already)"
-            );
-            eprintln!("{d} exited ({status}): starting it again");
-            *restarts += 1;
-            let (bin, args) = (bin.clone(), args.clone());
-            let restarts = *restarts;
-            let child = spawn(state, d, &bin, &args)?;
-            self.daemons.insert(d, (child, bin, args, restarts));
-        }
-        Ok(())
-    }
-
-    /// Lets the daemons outlive this process (init reaps them).
-    fn release(self) {
-        for (_, (child, ..)) in self.daemons {
-            std::mem::forget(child);
-        }
-    }
-}
-
-/// Starts `bin args` detached (its own session), output to `logs/<daemon>.log`.
-fn spawn(state: &Path, daemon: &str, bin: &Path, args: &[String]) -> Result<std::process::Child> {
-    let log = std::fs::File::create(state.join("logs").join(format!("{daemon}.log")))?;
-    let child = Command::new("setsid")
-        .arg(bin)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        .spawn()
-        .with_context(|| format!("cannot start {daemon} ({})", bin.display()))?;
-    std::fs::write(pid_file(state, daemon), child.id().to_string())?;
-    // Until `setsid` has exec'd the daemon, /proc shows this process's command line: wait for
-    // the exec so that `alive_pid` (which checks the program's name) sees it.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while alive_pid(state, daemon).is_none() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    Ok(child)
-}
-
-fn signal(pid: u32, sig: &str) {
-    let _ = Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .stderr(Stdio::null())
-        .status();
-}
-
-/// SIGTERM, then SIGKILL after `grace`.
-fn stop(state: &Path, daemon: &str, grace: Duration) {
-    if let Some(pid) = alive_pid(state, daemon) {
-        signal(pid, "-TERM");
-        let deadline = Instant::now() + grace;
-        while Instant::now() < deadline && alive_pid(state, daemon).is_some() {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        if alive_pid(state, daemon).is_some() {
-            signal(pid, "-KILL");
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-    let _ = std::fs::remove_file(pid_file(state, daemon));
 }
 
 fn wait_until(
@@ -828,25 +696,6 @@ fn sandboxes(state: &Path) -> usize {
         .unwrap_or(0)
 }
 
-/// containerd's shims (and the containers under them) outlive containerd: kill those whose
-/// command line names our state dir.
-fn kill_shims(state: &Path) {
-    let needle = state.display().to_string();
-    let Ok(rd) = std::fs::read_dir("/proc") else {
-        return;
-    };
-    for e in rd.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let cmd = String::from_utf8_lossy(&cmd);
-        if cmd.contains("containerd-shim") && cmd.contains(&needle) {
-            signal(pid, "-KILL");
-        }
-    }
-}
-
 /// One line per daemon and the node's state.
 pub fn status() -> String {
     let cluster = Cluster::at(&cache_dir());
@@ -865,73 +714,4 @@ pub fn status() -> String {
         cluster.kubeconfig().display()
     ));
     out
-}
-
-/// A namespace for one test, deleted (with everything in it) when dropped, passed or not.
-#[derive(Debug)]
-pub struct TestNamespace<'a> {
-    cluster: &'a Cluster,
-    pub name: String,
-}
-
-impl<'a> TestNamespace<'a> {
-    /// Creates `<prefix>-<pid>`; panics with the API server's answer when it cannot.
-    pub fn create(cluster: &'a Cluster, prefix: &str) -> Self {
-        let name = format!("{prefix}-{}", std::process::id());
-        let (status, body) = cluster.request(
-            "POST",
-            "/api/v1/namespaces",
-            Some(&serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})),
-        );
-        assert_eq!(status, 201, "create namespace {name}: {body}");
-        Self { cluster, name }
-    }
-}
-
-impl Drop for TestNamespace<'_> {
-    fn drop(&mut self) {
-        self.cluster
-            .request("DELETE", &format!("/api/v1/namespaces/{}", self.name), None);
-    }
-}
-
-impl Cluster {
-    /// The Pods of `ns` (phase, container states) and its Events, for failure messages.
-    pub fn describe_namespace(&self, ns: &str) -> String {
-        let (_, pods) = self.request("GET", &format!("/api/v1/namespaces/{ns}/pods"), None);
-        let (_, events) = self.request("GET", &format!("/api/v1/namespaces/{ns}/events"), None);
-        let pods: Vec<String> = pods["items"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|p| {
-                format!(
-                    "{} {} init={} containers={}",
-                    p["metadata"]["name"],
-                    p["status"]["phase"],
-                    p["status"]["initContainerStatuses"],
-                    p["status"]["containerStatuses"]
-                )
-            })
-            .collect();
-        let events: Vec<String> = events["items"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|e| {
-                format!(
-                    "{} {}: {}",
-                    e["involvedObject"]["name"], e["reason"], e["message"]
-                )
-            })
-            .collect();
-        format!("pods:\n{}\nevents:\n{}", pods.join("\n"), events.join("\n"))
-    }
-
-    /// POSTs `object` to `collection` and expects 201.
-    pub fn create(&self, collection: &str, object: &Value) -> Value {
-        let (status, body) = self.request("POST", collection, Some(object));
-        assert_eq!(status, 201, "POST {collection}: {body}");
-        body
-    }
 }
