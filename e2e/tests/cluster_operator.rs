@@ -1,12 +1,14 @@
-//! The user flow on a real node, through the operator: `helm install` of the chart (operator
-//! manager and injector webhook from the images built here) -> a namespace with managed
-//! storage (our S3 server), a coordinator and an analysis service, each Ready in its status ->
-//! a Deployment labelled `nvidia-nsight-profile=enabled` running the C NVTX sample is injected
-//! (init container `nsight-agent init`, tools volume, hook, storage Secret) and its entrypoint
-//! is wrapped by the agent, which registers with the coordinator -> one collection, started
-//! and stopped -> the report is in storage -> `nvtx_sum` in the analysis service gives the
-//! sample's ranges. Users' calls go through the API server's service proxy here (the gateway
-//! and the CLI come in a later slice, docs/cluster.md).
+//! The user flow on a real node, through the operator and the gateway: `helm install` of the
+//! chart (operator manager and injector webhook from the images built here) -> a namespace
+//! with managed storage (our S3 server), a coordinator (its agent channel's certificates
+//! issued by the operator), an analysis service and a gateway with API-key auth, each Ready in
+//! its status -> the CLI, through kube-rs port-forwards to the gateway Pod (8888 and the 9000
+//! storage proxy), is refused without the key -> a Deployment labelled
+//! `nvidia-nsight-profile=enabled` running the C NVTX sample is injected (init container
+//! `nsight-agent init`, tools volume, hook, storage Secret, agent certificates) and its
+//! entrypoint is wrapped by the agent, which registers over mutual TLS -> session-begin,
+//! profiler-start, profiler-stop, ls, download, `analysis run nvtx_sum --wait`, session-end:
+//! the numbers are the sample's ranges.
 //!
 //! Needs root, `cargo xtask image all` and `cargo xtask setup helm` (CI does all three).
 
@@ -20,6 +22,7 @@
 use std::{path::PathBuf, process::Command, time::Duration};
 
 use nsight_e2e::{
+    cli::Cli,
     cluster,
     kube::{chart_dir, helm, helm_bin},
     wait_for, TempDir,
@@ -27,7 +30,12 @@ use nsight_e2e::{
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 use serde_json::{json, Value};
 
+#[path = "support/port_forward.rs"]
+mod port_forward;
+
 const AGENT_WAIT: Duration = Duration::from_secs(120);
+/// The gateway's API key in this test.
+const API_KEY: &str = "e2e-node-key-7f3a9c";
 
 /// helm against the node's API server.
 fn helm_on(kubeconfig: &std::path::Path, args: &[&str]) -> String {
@@ -61,6 +69,7 @@ fn b64(s: &str) -> String {
 /// The release, uninstalled when the test ends (its cluster-scoped webhook configuration
 /// would otherwise outlive the namespace).
 struct Release {
+    helm: PathBuf,
     kubeconfig: PathBuf,
     name: String,
     namespace: String,
@@ -68,7 +77,7 @@ struct Release {
 
 impl Drop for Release {
     fn drop(&mut self) {
-        let _ = Command::new(helm_bin())
+        let _ = Command::new(&self.helm)
             .env("KUBECONFIG", &self.kubeconfig)
             .args(["uninstall", &self.name, "-n", &self.namespace, "--wait"])
             .output();
@@ -110,12 +119,13 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
     std::fs::write(
         &values,
         format!(
-            "image: {{pullPolicy: Never}}\nmachineConfig: null\nwebhook:\n  tlsSecretName: webhook-tls\n  caBundle: {}\n  coordinatorUrl: 'http://nsight-coordinator.{{namespace}}.svc:8081'\n",
+            "image: {{pullPolicy: Never}}\nmachineConfig: null\nwebhook:\n  tlsSecretName: webhook-tls\n  caBundle: {}\n  coordinatorUrl: 'https://nsight-coordinator.{{namespace}}.svc:8081'\n",
             b64(&ca)
         ),
     )
     .expect("values");
     let _release = Release {
+        helm: helm_bin(),
         kubeconfig: kubeconfig.clone(),
         name: release.clone(),
         namespace: sys.clone(),
@@ -143,7 +153,25 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
         c.describe_namespace(&sys)
     );
 
-    // 2. The platform of the team namespace: storage, coordinator, analysis.
+    // 2. The platform of the team namespace: storage, coordinator (agent channel TLS issued by
+    //    the operator), analysis and the gateway with API-key auth. The CLI reaches the gateway
+    //    through port-forwards on loopback, as a user's laptop would; the coordinator signs
+    //    download URLs for the forwarded storage port.
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let client = port_forward::client(&rt, &kubeconfig);
+    let http_listener = port_forward::bind_local();
+    let storage_listener = port_forward::bind_local();
+    let storage_url = format!(
+        "http://{}",
+        storage_listener.local_addr().expect("storage port")
+    );
+    c.create(
+        &format!("/api/v1/namespaces/{ns}/secrets"),
+        &json!({
+            "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "gateway-apikey"},
+            "data": {"key": b64(API_KEY)},
+        }),
+    );
     let crs = [
         (
             "nsightcloudstorageconfigs",
@@ -151,11 +179,19 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
         ),
         (
             "nsightcoordinators",
-            json!({"kind": "NsightCoordinator", "metadata": {"name": "nsight-coordinator"}, "spec": {"curveEncryption": {"enabled": false}}}),
+            json!({"kind": "NsightCoordinator", "metadata": {"name": "nsight-coordinator"},
+                   "spec": {"cloudStorageRef": "team-storage", "storagePublicUrl": storage_url}}),
         ),
         (
             "nsightanalyses",
             json!({"kind": "NsightAnalysis", "metadata": {"name": "nsight-analysis"}, "spec": {"cloudStorageRef": "team-storage"}}),
+        ),
+        (
+            "nsightgateways",
+            json!({"kind": "NsightGateway", "metadata": {"name": "nsight-gateway"},
+                   "spec": {"cloudStorageRef": "team-storage",
+                            "authentication": {"apikey": {"enabled": true,
+                                "keySecretRef": {"name": "gateway-apikey", "key": "key"}}}}}),
         ),
     ];
     for (plural, mut cr) in crs {
@@ -169,6 +205,7 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
         ("nsightcloudstorageconfigs", "team-storage", "BucketReady"),
         ("nsightcoordinators", "nsight-coordinator", "Ready"),
         ("nsightanalyses", "nsight-analysis", "Ready"),
+        ("nsightgateways", "nsight-gateway", "Ready"),
     ] {
         let path = format!("/apis/nvidia.com/v1alpha1/namespaces/{ns}/{plural}/{name}");
         let ok = wait_for(Duration::from_secs(120), || condition(&c, &path, kind));
@@ -179,8 +216,64 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
             c.describe_namespace(&ns)
         );
     }
+    // The operator issued the agent channel's certificates.
+    let (status, tls) = c.request(
+        "GET",
+        &format!("/api/v1/namespaces/{ns}/secrets/nsight-coordinator-agent-tls"),
+        None,
+    );
+    assert_eq!(status, 200, "agent-channel Secret: {tls}");
+    for key in ["ca.crt", "tls.crt", "tls.key", "agent.crt", "agent.key"] {
+        assert!(tls["data"][key].is_string(), "{key} missing");
+    }
+    let (_, pods) = c.request(
+        "GET",
+        &format!(
+            "/api/v1/namespaces/{ns}/pods?labelSelector=app.kubernetes.io%2Fcomponent%3Dgateway"
+        ),
+        None,
+    );
+    let gateway_pod = pods["items"][0]["metadata"]["name"]
+        .as_str()
+        .expect("the gateway Pod")
+        .to_owned();
+    let http = port_forward::start(&rt, client.clone(), &ns, &gateway_pod, 8888, http_listener);
+    port_forward::start(&rt, client, &ns, &gateway_pod, 9000, storage_listener);
 
-    // 3. The workload, labelled: injected, and its entrypoint wrapped by the agent.
+    // 3. The CLI through the gateway: without the key it is refused, with it the platform
+    //    answers (no agent yet).
+    let cli_config = dir.path().join("nsight-cloud.conf");
+    let cli = Cli {
+        config: &cli_config,
+    };
+    let gw = format!("http://{}", http.local);
+    cli.ok(&["configure", "--gw", &gw]);
+    let (code, _, err) = cli.run(&["status"]);
+    assert_ne!(
+        code, 0,
+        "the gateway let a request without the API key through"
+    );
+    assert!(
+        err.contains("401")
+            || err.to_lowercase().contains("unauthorized")
+            || err.contains("API key"),
+        "{err}"
+    );
+    cli.ok(&["configure", "--gw", &gw, "--apikey", API_KEY]);
+    let status = wait_for(Duration::from_secs(60), || {
+        let (code, out, _) = cli.run(&["--output", "json", "status"]);
+        (code == 0).then(|| serde_json::from_str::<Value>(&out).expect("JSON status"))
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "status through the gateway failed: {:?}",
+            cli.run(&["status"])
+        )
+    });
+    assert_eq!(status["agentCounts"]["connected"], 0, "{status}");
+
+    // 4. The workload, labelled: injected, and its entrypoint wrapped by the agent, which
+    //    registers over mutual TLS.
     c.create(
         &format!("/apis/apps/v1/namespaces/{ns}/deployments"),
         &json!({
@@ -200,10 +293,8 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
             },
         }),
     );
-    let coordinator =
-        format!("/api/v1/namespaces/{ns}/services/http:nsight-coordinator:http/proxy/v1");
     let agent = wait_for(AGENT_WAIT, || {
-        let (_, status) = c.request("GET", &format!("{coordinator}/status"), None);
+        let status = cli.json(&["status"]);
         (status["agentCounts"]["connected"] == 1).then_some(status)
     });
     let agent = agent.unwrap_or_else(|| {
@@ -227,70 +318,109 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
         &format!("/api/v1/namespaces/{ns}/pods?labelSelector=app%3Dsample"),
         None,
     );
-    let annotations = &pods["items"][0]["metadata"]["annotations"];
+    let pod = &pods["items"][0];
+    let annotations = &pod["metadata"]["annotations"];
     assert_eq!(
         annotations["nvidia.com/nsight-storage"],
         "NsightCloudStorageConfig team-storage (Secret team-storage-credentials)",
         "{annotations}"
     );
+    let tls_volume = pod["spec"]["volumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|v| v["name"] == "nsight-agent-tls")
+        .cloned()
+        .unwrap_or_else(|| panic!("no agent TLS volume: {}", pod["spec"]));
+    assert_eq!(
+        tls_volume["secret"]["secretName"], "nsight-coordinator-agent-tls",
+        "{tls_volume}"
+    );
 
-    // 4. One collection of about two seconds.
-    let (status, started) = c.request("POST", &format!("{coordinator}/start"), Some(&json!({})));
-    assert_eq!(status, 200, "start: {started}");
-    let session = started["session"].as_str().expect("session").to_owned();
+    // 5. One session, one collection of about two seconds, its report listed and downloaded
+    //    through the gateway's storage port.
+    let begun = cli.json(&["session-begin", "--title", "on the node"]);
+    let session = begun["id"].as_str().expect("session id").to_owned();
+    cli.json(&["profiler-start"]);
     std::thread::sleep(Duration::from_secs(2));
-    let (status, stopped) = c.request("POST", &format!("{coordinator}/stop"), Some(&json!({})));
-    assert_eq!(status, 200, "stop: {stopped}");
-    let collection = wait_for(Duration::from_secs(60), || {
-        let (_, s) = c.request("GET", &format!("{coordinator}/sessions/{session}"), None);
-        let col = s["collections"][0].clone();
-        (col["state"] == "completed").then_some(col)
+    cli.json(&["profiler-stop"]);
+    let listing = wait_for(Duration::from_secs(60), || {
+        let (code, out, _) = cli.run(&["--output", "json", "ls"]);
+        let listing: Value = serde_json::from_str(&out).unwrap_or(Value::Null);
+        (code == 0 && listing["reports"].as_array().is_some_and(|r| !r.is_empty()))
+            .then_some(listing)
     })
-    .unwrap_or_else(|| panic!("collection not completed\n{}", c.describe_namespace(&ns)));
-    let outcome = collection["agents"]
-        .as_object()
-        .and_then(|a| a.values().next().cloned())
-        .expect("one agent outcome");
-    assert_eq!(outcome["state"], "uploaded", "{collection}");
-    let key = outcome["keys"][0].as_str().expect("report key");
+    .unwrap_or_else(|| panic!("no report listed\n{}", c.describe_namespace(&ns)));
+    let key = listing["reports"][0]["key"]
+        .as_str()
+        .unwrap_or_else(|| panic!("report key: {listing}"))
+        .to_owned();
     assert!(
         key.starts_with(&format!("default/{session}/1/nvtx-sample_")) && key.ends_with(".sqlite"),
         "{key}"
     );
-
-    // 5. nvtx_sum over the collection, in the analysis service that reads the same storage.
-    let analysis = format!("/api/v1/namespaces/{ns}/services/http:nsight-analysis:http/proxy/v1");
-    let (status, job) = c.request(
-        "POST",
-        &format!("{analysis}/jobs"),
-        Some(&json!({"recipe": "nvtx_sum", "session": session, "collection": "1"})),
+    let out = dir.path().join("reports");
+    let downloaded = cli.json(&["download", "-o", out.to_str().expect("path")]);
+    assert_eq!(
+        downloaded["files"].as_array().map(Vec::len),
+        Some(1),
+        "{downloaded}"
     );
+    let report = find_file(&out, ".sqlite").expect("the downloaded report");
+    let head = std::fs::read(&report).expect("read the report");
     assert!(
-        status == 201 || status == 200 || status == 202,
-        "create job: {status} {job}"
+        head.starts_with(b"SQLite format 3\0"),
+        "{} is not a SQLite file",
+        report.display()
     );
+
+    // 6. nvtx_sum over the session, in the analysis service that reads the same storage.
+    let job = cli.json(&[
+        "analysis",
+        "run",
+        "nvtx_sum",
+        "--session",
+        &session,
+        "--wait",
+    ]);
+    assert_eq!(job["status"], "succeeded", "{job}");
     let id = job["id"].as_str().expect("job id").to_owned();
-    let done = wait_for(Duration::from_secs(60), || {
-        let (_, j) = c.request("GET", &format!("{analysis}/jobs/{id}"), None);
-        matches!(j["status"].as_str(), Some("succeeded" | "failed")).then_some(j)
-    })
-    .expect("job finished");
-    assert_eq!(done["status"], "succeeded", "{done}");
-    let csv_name = done["files"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|f| f["name"].as_str())
-        .find(|n| n.ends_with("nvtx-sum.csv"))
-        .expect("the CSV")
-        .to_owned();
-    let (status, csv) = c.request(
-        "GET",
-        &format!("{analysis}/jobs/{id}/files/{csv_name}"),
-        None,
-    );
-    assert_eq!(status, 200);
-    let csv = csv.as_str().expect("CSV text").to_owned();
+    let results = dir.path().join("results");
+    cli.ok(&[
+        "analysis",
+        "reports",
+        "download",
+        &id,
+        "-o",
+        results.to_str().expect("path"),
+    ]);
+    let csv_path = find_file(&results, "nvtx-sum.csv").expect("the CSV");
+    let csv = std::fs::read_to_string(&csv_path).expect("read the CSV");
+    check_sample_ranges(&csv);
+
+    // 7. The session ends.
+    let ended = cli.json(&["session-end"]);
+    assert_eq!(ended["session"], session.as_str(), "{ended}");
+}
+
+/// The first file under `dir` whose name ends with `suffix`.
+fn find_file(dir: &std::path::Path, suffix: &str) -> Option<PathBuf> {
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            if let Some(found) = find_file(&path, suffix) {
+                return Some(found);
+            }
+        } else if path.to_string_lossy().ends_with(suffix) {
+            return Some(path);
+        }
+    }
+    None
+}
+
+/// The sample's ranges in `nvtx_sum`'s CSV: 5 train_steps per epoch, forward sleeps 4 ms and
+/// backward 8 ms.
+fn check_sample_ranges(csv: &str) {
     // Range -> (instances, average ns).
     let rows: std::collections::HashMap<String, (f64, f64)> = csv
         .lines()
@@ -307,7 +437,6 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
     let (steps, _) = rows["demo:train_step"];
     let (_, forward) = rows["demo:forward"];
     let (_, backward) = rows["demo:backward"];
-    // The sample: 5 train_steps per epoch, forward sleeps 4 ms and backward 8 ms.
     assert!(epochs >= 5.0, "{csv}");
     assert!((steps - 5.0 * epochs).abs() <= 5.0, "{csv}");
     assert!(

@@ -12,7 +12,13 @@ mod cache_dir;
 use std::{env, os::unix::process::CommandExt as _, path::PathBuf, process::Command};
 
 fn main() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    // `cargo run` sets CARGO_MANIFEST_DIR for the launcher too: prefer it to the path baked in
+    // at build time, which names another clone when a shared CARGO_TARGET_DIR holds a launcher
+    // that clone built (cargo does not relink a fresh binary for a new path).
+    let manifest_dir = env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    let root = manifest_dir
         .parent()
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("."));

@@ -82,6 +82,23 @@ impl AgentTls {
     }
 }
 
+/// The host of a coordinator URL, the name its certificate must carry (a Service's DNS name
+/// in a cluster); `localhost` when the URL names an IP address or no host (the local mode's
+/// certificates name `localhost`; `--tls-server-name` overrides).
+pub fn server_name_of(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?']).next().unwrap_or_default();
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
+    };
+    if host.is_empty() || host.parse::<std::net::IpAddr>().is_ok() {
+        "localhost".to_owned()
+    } else {
+        host.to_owned()
+    }
+}
+
 /// An error with its causes, `a: b: c`.
 fn chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
@@ -416,4 +433,21 @@ async fn session(
         tracing::warn!("the coordinator did not close the stream after the final report");
     }
     Ok(SessionEnd::Finished)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::server_name_of;
+
+    #[test]
+    fn the_server_name_is_the_urls_host() {
+        assert_eq!(
+            server_name_of("https://nsight-coordinator.team.svc:8081"),
+            "nsight-coordinator.team.svc"
+        );
+        assert_eq!(server_name_of("https://coord/x"), "coord");
+        assert_eq!(server_name_of("https://127.0.0.1:9"), "localhost");
+        assert_eq!(server_name_of("https://[::1]:9"), "localhost");
+        assert_eq!(server_name_of("https://localhost:9"), "localhost");
+    }
 }

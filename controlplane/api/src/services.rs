@@ -51,6 +51,17 @@ pub struct NsightCoordinatorSpec {
     /// Encryption of the agent channel (mutual TLS here).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub curve_encryption: Option<Toggle>,
+    /// Name of an `NsightCloudStorageConfig` whose reports `ls` and `download` serve (the one
+    /// the injected agents upload to). Without it, the namespace's only storage config, if
+    /// there is exactly one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cloud_storage_ref: Option<String>,
+    /// The base URL users download reports from (their view of the gateway's storage proxy,
+    /// e.g. `https://nsight.example.com:9000`); download URLs are signed for it. Without it,
+    /// they are signed for the S3 endpoint of the storage config (reachable in the cluster).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 2048), pattern(r"^https?://[^/?#\s]+/?$"))]
+    pub storage_public_url: Option<String>,
 }
 
 /// Runs analysis recipes on collected reports.

@@ -14,7 +14,9 @@
 //! `controller`, `server` and `main` are the shell.
 
 pub mod admission;
+pub mod agent_tls;
 pub mod cel;
+pub mod certs;
 pub mod conditions;
 pub mod controller;
 pub mod decide;

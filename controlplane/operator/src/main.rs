@@ -114,9 +114,10 @@ struct ManagerArgs {
     image_repository: String,
     #[arg(long, env = "NSIGHT_IMAGE_TAG", default_value_t = RenderSettings::default().image_tag)]
     image_tag: String,
-    /// The Envoy image of gateways.
-    #[arg(long, env = "NSIGHT_ENVOY_IMAGE", default_value_t = RenderSettings::default().envoy_image)]
-    envoy_image: String,
+    /// The Envoy image of gateways [default: `<image-repository>/nsight-gateway:<image-tag>`,
+    /// the Envoy build `cargo xtask image all` packages].
+    #[arg(long, env = "NSIGHT_ENVOY_IMAGE")]
+    envoy_image: Option<String>,
     /// Where gateways reach the operator's xDS server.
     #[arg(long, default_value_t = RenderSettings::default().xds_host)]
     xds_host: String,
@@ -219,13 +220,16 @@ async fn run_manager(args: ManagerArgs) -> Result<()> {
     };
     let config = manager::Config {
         settings: RenderSettings {
+            envoy_image: args.envoy_image.unwrap_or_else(|| {
+                RenderSettings::gateway_image(&args.image_repository, &args.image_tag)
+            }),
             image_repository: args.image_repository,
             image_tag: args.image_tag,
-            envoy_image: args.envoy_image,
             xds_host: args.xds_host,
             xds_port: args.xds_port,
             plugins_image: args.plugins_image,
             managed_storage_endpoint: args.managed_storage_endpoint,
+            cluster_domain: args.cluster_domain.clone(),
             wasm_dir: args
                 .auth_wasm_path
                 .parent()

@@ -21,7 +21,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::{
-    render::storage::STORAGE_CONFIG_KEY, settings::Settings, world::StorageSecrets,
+    agent_tls, render::storage::STORAGE_CONFIG_KEY, settings::Settings, world::StorageSecrets,
     INJECTED_ANNOTATION, REASON_ANNOTATION, TOOLS_INIT_CONTAINER,
 };
 
@@ -122,6 +122,12 @@ pub fn patch(
             ..Volume::default()
         });
     }
+    let tls_secret = agent_coordinator_url(namespace, tool, settings)
+        .as_deref()
+        .and_then(agent_tls::secret_for);
+    if let Some(secret) = &tls_secret {
+        volumes.push(agent_tls::volume(secret));
+    }
     append_all(&mut ops, "/spec/volumes", spec.volumes.is_some(), &volumes);
 
     let init = init_container(namespace, tool, settings);
@@ -148,6 +154,9 @@ pub fn patch(
                 read_only: Some(true),
                 ..VolumeMount::default()
             });
+        }
+        if tls_secret.is_some() {
+            mounts.push(agent_tls::mount());
         }
         append_all(
             &mut ops,
@@ -181,6 +190,9 @@ pub fn patch(
                 "NSIGHT_CLOUD_STORAGE_CONFIG_FILE",
                 &format!("{STORAGE_DIR}/{STORAGE_CONFIG_KEY}"),
             ));
+        }
+        if tls_secret.is_some() {
+            env.push(plain(agent_tls::ENV, agent_tls::DIR));
         }
         append_all(
             &mut ops,
@@ -244,12 +256,8 @@ fn agent_env(
         "launch"
     };
     env.push(plain("NSIGHT_AGENT_MODE", mode));
-    if let (true, Some(url)) = (tool.coordinator_mode(), &settings.coordinator_url) {
-        // Multi-tenant: `{namespace}` names the Pod's namespace (its own coordinator).
-        env.push(plain(
-            "NSIGHT_COORDINATOR_URL",
-            &url.replace(NAMESPACE_PLACEHOLDER, namespace),
-        ));
+    if let Some(url) = agent_coordinator_url(namespace, tool, settings) {
+        env.push(plain("NSIGHT_COORDINATOR_URL", &url));
     }
     env.push(plain("NSIGHT_TAG", &settings.tag));
     if let Some(args) = &tool.nsight_tool_args {
@@ -261,6 +269,19 @@ fn agent_env(
     env.push(plain("NSIGHT_CONTAINER_NAME", &container.name));
     env.extend(tool.env.iter().cloned());
     env
+}
+
+/// The coordinator URL agents of a Pod in `namespace` connect to (coordinator mode only).
+/// Multi-tenant: `{namespace}` names the Pod's namespace (its own coordinator).
+fn agent_coordinator_url(
+    namespace: &str,
+    tool: &NsightToolConfig,
+    settings: &Settings,
+) -> Option<String> {
+    match (tool.coordinator_mode(), &settings.coordinator_url) {
+        (true, Some(url)) => Some(url.replace(NAMESPACE_PLACEHOLDER, namespace)),
+        _ => None,
+    }
 }
 
 /// The init container: `nsight-agent init` copies the tools (no shell in the agent image) and

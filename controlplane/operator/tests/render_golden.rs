@@ -57,7 +57,7 @@ fn render_case(case: &str) -> (Value, Desired) {
     let cr = docs[0].clone();
     let s = settings();
     let desired = match cr["kind"].as_str().unwrap() {
-        "NsightCoordinator" => coordinator::render(&parse::<NsightCoordinator>(&cr), &s),
+        "NsightCoordinator" => coordinator::render(&parse::<NsightCoordinator>(&cr), None, &s),
         "NsightAnalysis" => {
             let storage = docs.get(1).map(parse::<NsightCloudStorageConfig>);
             analysis::render(&parse::<NsightAnalysis>(&cr), storage.as_ref(), &s)

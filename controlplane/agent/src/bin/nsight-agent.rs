@@ -7,7 +7,7 @@ use std::{path::PathBuf, time::Duration};
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 use nsight_agent::{
-    channel::{AgentConfig, AgentTls},
+    channel::{self, AgentConfig, AgentTls},
     nsys::{split_tool_args, NsysCommands},
     nsys_run,
     preflight::{self, Facts},
@@ -127,8 +127,9 @@ struct RunArgs {
     /// the channel is plaintext.
     #[arg(long, env = "NSIGHT_AGENT_TLS_DIR")]
     tls_dir: Option<PathBuf>,
-    #[arg(long, default_value = "localhost")]
-    tls_server_name: String,
+    /// The name the coordinator's certificate must carry [default: the host of --coordinator].
+    #[arg(long, env = "NSIGHT_AGENT_TLS_SERVER_NAME")]
+    tls_server_name: Option<String>,
     /// storage-config.yaml (also NSIGHT_CLOUD_STORAGE_CONFIG_FILE).
     #[arg(long, env = "NSIGHT_CLOUD_STORAGE_CONFIG_FILE")]
     storage_config: Option<PathBuf>,
@@ -269,7 +270,13 @@ async fn run_command(args: RunArgs) -> anyhow::Result<i32> {
             tls: args
                 .tls_dir
                 .as_deref()
-                .map(|d| AgentTls::from_dir(d, &args.tls_server_name))
+                .map(|d| {
+                    let name = args
+                        .tls_server_name
+                        .clone()
+                        .unwrap_or_else(|| channel::server_name_of(url));
+                    AgentTls::from_dir(d, &name)
+                })
                 .transpose()?,
         }),
         _ => None,

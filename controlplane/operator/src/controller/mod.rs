@@ -29,7 +29,7 @@ use futures::{future::BoxFuture, FutureExt, StreamExt};
 use k8s_openapi::{
     api::{
         apps::v1::Deployment,
-        core::v1::{ConfigMap, Service, ServiceAccount},
+        core::v1::{ConfigMap, Secret, Service, ServiceAccount},
     },
     apimachinery::pkg::apis::meta::v1::Time,
     jiff::Timestamp,
@@ -51,11 +51,12 @@ use nsight_api::{
 use serde::{de::DeserializeOwned, Serialize};
 
 use crate::{
+    certs,
     conditions::{self, Cond},
     metrics::Metrics,
     render::{
-        self, Desired, ObjectKind, RenderError, RenderSettings, LABEL_MANAGED_BY, LABEL_OWNER_KIND,
-        MANAGER,
+        self, Desired, Object, ObjectKind, RenderError, RenderSettings, LABEL_MANAGED_BY,
+        LABEL_OWNER_KIND, MANAGER,
     },
 };
 
@@ -264,9 +265,71 @@ impl Managed for NsightCoordinator {
         self.status.as_ref()
     }
 
+    /// Resolves the storage config (`cloudStorageRef`, else the namespace's only one) and, for
+    /// a TLS agent channel whose Secret does not exist yet, issues its certificates.
     fn desired<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, Result<Desired, Error>> {
-        async move { render::coordinator::render(self, &ctx.settings).map_err(Error::Render) }
-            .boxed()
+        async move {
+            let namespace = self.namespace().unwrap_or_default();
+            let storage = coordinator_storage(ctx, &namespace, self).await?;
+            let mut desired = render::coordinator::render(self, storage.as_ref(), &ctx.settings)
+                .map_err(Error::Render)?;
+            if render::coordinator::encrypted(self) {
+                let name = render::coordinator::tls_secret_name(&self.name_any());
+                let existing = Api::<Secret>::namespaced(ctx.client.clone(), &namespace)
+                    .get_opt(&name)
+                    .await
+                    .map_err(|source| Error::ReadReference {
+                        kind: "Secret",
+                        name: name.clone(),
+                        source,
+                    })?;
+                if existing.is_none() {
+                    let set = certs::issue_agent_channel(
+                        &format!("{namespace}/{}", self.name_any()),
+                        render::coordinator::server_names(self, &ctx.settings),
+                        certs::today(),
+                    )
+                    .map_err(|e| Error::Render(RenderError::Certificate(e.to_string())))?;
+                    let secret =
+                        render::coordinator::agent_tls_secret(self, &set).map_err(Error::Render)?;
+                    desired.objects.insert(0, Object::Secret(secret));
+                }
+            }
+            Ok(desired)
+        }
+        .boxed()
+    }
+
+    /// A storage config that appears or changes re-renders the coordinators naming it.
+    fn watch_inputs(
+        controller: Controller<Self>,
+        client: &Client,
+        namespace: Option<&str>,
+    ) -> Controller<Self> {
+        watch_referrers::<Self, NsightCloudStorageConfig>(controller, client, namespace, |c| {
+            c.spec.cloud_storage_ref.as_deref()
+        })
+    }
+}
+
+/// The storage config of a coordinator: the one it names, else the namespace's only one.
+async fn coordinator_storage(
+    ctx: &Context,
+    namespace: &str,
+    cr: &NsightCoordinator,
+) -> Result<Option<NsightCloudStorageConfig>, Error> {
+    let api = Api::<NsightCloudStorageConfig>::namespaced(ctx.client.clone(), namespace);
+    let read = |name: String| move |source| Error::ReadStorage { name, source };
+    match &cr.spec.cloud_storage_ref {
+        Some(name) => api.get_opt(name).await.map_err(read(name.clone())),
+        None => {
+            let mut all = api
+                .list(&Default::default())
+                .await
+                .map_err(read("(any)".into()))?
+                .items;
+            Ok((all.len() == 1).then(|| all.remove(0)))
+        }
     }
 }
 

@@ -3,15 +3,27 @@
 //!
 //! The agent channel is mutual TLS unless `curveEncryption.enabled: false` (the documented
 //! switch; CURVE in the original, TLS here): the certificates come from the Secret
-//! `<name>-agent-tls` (`ca.crt`, `tls.crt`, `tls.key`). Durable state lives in an emptyDir.
+//! `<name>-agent-tls`, which the operator issues once ([`agent_tls_secret`], `certs`); the
+//! coordinator mounts its `ca.crt`, `tls.crt`, `tls.key`. Durable state lives in an emptyDir.
+//!
+//! Reports: the NsightCloudStorageConfig the controller resolved (`cloudStorageRef`, else the
+//! namespace's only one) is mounted as `--storage-config`, so `ls` and `download` serve what
+//! the agents uploaded; `storagePublicUrl` becomes `--storage-public-url`.
 
-use k8s_openapi::api::core::v1::{SecretVolumeSource, Volume};
-use nsight_api::NsightCoordinator;
+use std::collections::BTreeMap;
+
+use k8s_openapi::{
+    api::core::v1::{KeyToPath, Secret, SecretVolumeSource, Volume},
+    ByteString,
+};
+use nsight_api::{NsightCloudStorageConfig, NsightCoordinator};
 
 use super::{
+    storage,
     workload::{self, Main, Port},
     Component, Desired, Object, Owner, RenderError, RenderSettings,
 };
+use crate::certs::{self, AgentChannel};
 
 /// The binary (and image) name, as the local platform runs it.
 pub const BINARY: &str = "nsight-coordinator";
@@ -25,13 +37,47 @@ pub const AGENT: Port = Port {
 };
 const STATE_DIR: &str = "/var/lib/nsight";
 const TLS_DIR: &str = "/etc/nsight/agent-tls";
+const STORAGE_DIR: &str = "/etc/nsight/storage";
 
 /// The Secret with the agent channel's certificates.
 pub fn tls_secret_name(coordinator: &str) -> String {
     format!("{coordinator}-agent-tls")
 }
 
-pub fn render(cr: &NsightCoordinator, settings: &RenderSettings) -> Result<Desired, RenderError> {
+/// Whether the agent channel is mutual TLS (the default).
+pub fn encrypted(cr: &NsightCoordinator) -> bool {
+    cr.spec.curve_encryption.as_ref().is_none_or(|t| t.enabled)
+}
+
+/// The Secret `<name>-agent-tls` holding `set` (created once: `apply::create_once`).
+pub fn agent_tls_secret(cr: &NsightCoordinator, set: &AgentChannel) -> Result<Secret, RenderError> {
+    let owner = Owner::of(cr, Component::Coordinator)?;
+    let data: BTreeMap<String, ByteString> = set
+        .files()
+        .into_iter()
+        .map(|(k, pem)| (k.to_owned(), ByteString(pem.as_bytes().to_vec())))
+        .collect();
+    Ok(Secret {
+        metadata: owner.meta(tls_secret_name(&owner.name)),
+        type_: Some("kubernetes.io/tls".into()),
+        data: Some(data),
+        ..Secret::default()
+    })
+}
+
+/// The DNS names agents reach the coordinator `cr` by (its Service's).
+pub fn server_names(cr: &NsightCoordinator, settings: &RenderSettings) -> Vec<String> {
+    let name = cr.metadata.name.clone().unwrap_or_default();
+    let namespace = cr.metadata.namespace.clone().unwrap_or_default();
+    certs::service_names(&name, &namespace, &settings.cluster_domain)
+}
+
+/// `storage` is the NsightCloudStorageConfig the controller resolved for `cr`, if any.
+pub fn render(
+    cr: &NsightCoordinator,
+    storage: Option<&NsightCloudStorageConfig>,
+    settings: &RenderSettings,
+) -> Result<Desired, RenderError> {
     let owner = Owner::of(cr, Component::Coordinator)?;
     let ports = vec![HTTP, AGENT];
     let (state, state_mount) = workload::scratch("state", STATE_DIR);
@@ -52,13 +98,22 @@ pub fn render(cr: &NsightCoordinator, settings: &RenderSettings) -> Result<Desir
         health_path: Some("/healthz"),
         ..Main::default()
     };
-    let encrypted = cr.spec.curve_encryption.as_ref().is_none_or(|t| t.enabled);
-    if encrypted {
+    if encrypted(cr) {
         main.args.extend(["--tls-dir".into(), TLS_DIR.into()]);
         main.volumes.push(Volume {
             name: "agent-tls".into(),
             secret: Some(SecretVolumeSource {
                 secret_name: Some(tls_secret_name(&owner.name)),
+                items: Some(
+                    certs::SERVER_KEYS
+                        .iter()
+                        .map(|k| KeyToPath {
+                            key: (*k).into(),
+                            path: (*k).into(),
+                            ..KeyToPath::default()
+                        })
+                        .collect(),
+                ),
                 ..SecretVolumeSource::default()
             }),
             ..Volume::default()
@@ -66,6 +121,14 @@ pub fn render(cr: &NsightCoordinator, settings: &RenderSettings) -> Result<Desir
         main.mounts.push(workload::read_only("agent-tls", TLS_DIR));
     } else {
         main.args.push("--insecure-agent-channel".into());
+    }
+    if let Some(secret) = storage.and_then(storage::config_secret) {
+        let file = storage::mount_config(&mut main, &secret, STORAGE_DIR);
+        main.args.extend(["--storage-config".into(), file]);
+        if let Some(url) = &cr.spec.storage_public_url {
+            main.args
+                .extend(["--storage-public-url".into(), url.clone()]);
+        }
     }
     Ok(Desired {
         objects: vec![

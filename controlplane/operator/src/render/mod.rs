@@ -56,7 +56,7 @@ pub struct RenderSettings {
     /// Registry and path of the component images: `<repository>/<binary>:<tag>`.
     pub image_repository: String,
     pub image_tag: String,
-    /// The Envoy image of gateways.
+    /// The Envoy image of gateways (default: the project's `nsight-gateway`).
     pub envoy_image: String,
     /// Where gateways' Envoy finds the operator's xDS server (a Service DNS name).
     pub xds_host: String,
@@ -70,6 +70,8 @@ pub struct RenderSettings {
     /// `{namespace}` replaced); `None`: the generated storage config's endpoint, the Service's
     /// cluster DNS name. For a manager running outside the cluster.
     pub managed_storage_endpoint: Option<String>,
+    /// The cluster's DNS domain (certificates the operator issues name Services in it).
+    pub cluster_domain: String,
 }
 
 impl Default for RenderSettings {
@@ -77,17 +79,23 @@ impl Default for RenderSettings {
         Self {
             image_repository: "nvcr.io/nvidia/devtools".into(),
             image_tag: env!("CARGO_PKG_VERSION").into(),
-            envoy_image: "docker.io/envoyproxy/envoy:v1.36.2".into(),
+            envoy_image: Self::gateway_image("nvcr.io/nvidia/devtools", env!("CARGO_PKG_VERSION")),
             xds_host: "nsight-operator-xds.nsight-operator.svc".into(),
             xds_port: 18000,
             plugins_image: None,
             wasm_dir: "/etc/envoy/wasm".into(),
             managed_storage_endpoint: None,
+            cluster_domain: "cluster.local".into(),
         }
     }
 }
 
 impl RenderSettings {
+    /// The project's gateway image (Envoy, `cargo xtask image all`), the default Envoy image.
+    pub fn gateway_image(repository: &str, tag: &str) -> String {
+        format!("{}/nsight-gateway:{tag}", repository.trim_end_matches('/'))
+    }
+
     /// `<repository>/<binary>:<tag>`.
     pub fn image(&self, binary: &str) -> String {
         format!(
@@ -226,6 +234,8 @@ pub enum RenderError {
     MissingMetadata(&'static str),
     #[error("the name {0:?} is longer than 63 characters, the limit of the label value that marks what it owns; use a shorter name")]
     NameTooLong(String),
+    #[error("cannot issue the agent channel's certificates: {0}")]
+    Certificate(String),
 }
 
 /// The component a custom resource kind deploys: its binary (= image and command name, the same
