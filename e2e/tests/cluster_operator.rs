@@ -27,7 +27,6 @@ use nsight_e2e::{
     kube::{chart_dir, helm, helm_bin},
     wait_for, TempDir,
 };
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 use serde_json::{json, Value};
 
 #[path = "support/port_forward.rs"]
@@ -45,20 +44,6 @@ fn helm_on(kubeconfig: &std::path::Path, args: &[&str]) -> String {
     ];
     all.extend_from_slice(args);
     helm(&all)
-}
-
-/// The webhook's serving certificate for `<service>.<ns>.svc` and its CA (PEM).
-fn webhook_tls(service_host: &str) -> (String, String, String) {
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca =
-        CertifiedIssuer::self_signed(ca_params, KeyPair::generate().expect("CA key")).expect("CA");
-    let key = KeyPair::generate().expect("key");
-    let cert = CertificateParams::new(vec![service_host.to_owned()])
-        .expect("params")
-        .signed_by(&key, &ca)
-        .expect("certificate");
-    (ca.pem(), cert.pem(), key.serialize_pem())
 }
 
 fn b64(s: &str) -> String {
@@ -102,26 +87,15 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
     let release = format!("e2e{}", std::process::id());
     let fullname = format!("{release}-nsight-operator");
 
-    // 1. helm install, with the webhook's serving certificate in a Secret and its CA in the
-    //    chart's caBundle. No perf-event DaemonSet (it needs a shell image).
-    let (ca, cert, key) = webhook_tls(&format!("{fullname}-webhook.{sys}.svc"));
-    c.create(
-        &format!("/api/v1/namespaces/{sys}/secrets"),
-        &json!({
-            "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
-            "metadata": {"name": "webhook-tls"},
-            "data": {"tls.crt": b64(&cert), "tls.key": b64(&key)},
-        }),
-    );
+    // 1. helm install with the defaults but these: images imported (never pulled), no
+    //    perf-event DaemonSet (it needs a shell image), agents pointed at their namespace's
+    //    coordinator. The webhook issues its own serving certificate.
     let kubeconfig = c.kubeconfig();
     let dir = TempDir::new("cluster-operator");
     let values = dir.path().join("values.yaml");
     std::fs::write(
         &values,
-        format!(
-            "image: {{pullPolicy: Never}}\nmachineConfig: null\nwebhook:\n  tlsSecretName: webhook-tls\n  caBundle: {}\n  coordinatorUrl: 'https://nsight-coordinator.{{namespace}}.svc:8081'\n",
-            b64(&ca)
-        ),
+        "image: {pullPolicy: Never}\nmachineConfig: null\nwebhook:\n  coordinatorUrl: 'https://nsight-coordinator.{namespace}.svc:8081'\n",
     )
     .expect("values");
     let _release = Release {
@@ -151,6 +125,26 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
         ready.is_some(),
         "operator not Ready\n{}",
         c.describe_namespace(&sys)
+    );
+    // The webhook issued its certificate and put its CA into the webhook configuration.
+    let (_, mwc) = c.request(
+        "GET",
+        &format!("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{fullname}-injector"),
+        None,
+    );
+    let bundle = mwc["webhooks"][0]["clientConfig"]["caBundle"]
+        .as_str()
+        .unwrap_or_default();
+    let (status, issued) = c.request(
+        "GET",
+        &format!("/api/v1/namespaces/{sys}/secrets/{fullname}-webhook-tls"),
+        None,
+    );
+    assert_eq!(status, 200, "the webhook's Secret: {issued}");
+    assert_eq!(
+        issued["data"]["ca.crt"].as_str(),
+        Some(bundle),
+        "caBundle is the issued CA"
     );
 
     // 2. The platform of the team namespace: storage, coordinator (agent channel TLS issued by

@@ -216,6 +216,15 @@ fn the_chart_lints_renders_and_is_accepted_by_the_api_server() {
         "no container port named {target}"
     );
     assert_eq!(mwc["webhooks"][0]["failurePolicy"], "Ignore");
+    // By default the webhook issues its own certificate and sets the caBundle of its own
+    // configuration (and no other: resourceNames).
+    let webhook_args = containers(&deployment)[1]["args"].to_string();
+    assert!(
+        webhook_args.contains("--issue-tls-secret=nsight-nsight-operator-webhook-tls")
+            && webhook_args.contains("--webhook-configuration=nsight-nsight-operator-injector")
+            && !webhook_args.contains("--cert="),
+        "{webhook_args}"
+    );
 
     // Overrides from values.yaml's comments: one namespace, no leader election, no webhook.
     let docs = render(
@@ -251,7 +260,7 @@ fn the_chart_lints_renders_and_is_accepted_by_the_api_server() {
              nodeSelector: {{nvidia.com/gpu.present: \"true\"}}\n\
              tolerations: [{{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}}]\n\
              manager: {{metricsPort: 9090, xdsPort: 18001}}\n\
-             webhook:\n  caBundle: {ca}\n  coordinatorUrl: https://coordinator.team-a.svc:8443\n  \
+             webhook:\n  caBundle: {ca}\n  tlsSecretName: gpu-webhook-tls\n  coordinatorUrl: https://coordinator.team-a.svc:8443\n  \
              failurePolicy: Fail\n  timeoutSeconds: 3\n  port: 9443\n  tag: gpu\n"
         ),
     )
@@ -262,6 +271,13 @@ fn the_chart_lints_renders_and_is_accepted_by_the_api_server() {
     assert_eq!(mwc["webhooks"][0]["failurePolicy"], "Fail");
     let deployment = of_kind(&docs, "Deployment")[0];
     let pod = &deployment["spec"]["template"]["spec"];
+    // A certificate of one's own: mounted from its Secret, nothing issued.
+    assert_eq!(pod["volumes"][0]["secret"]["secretName"], "gpu-webhook-tls");
+    let webhook_args = containers(deployment)[1]["args"].to_string();
+    assert!(
+        webhook_args.contains("--cert=") && !webhook_args.contains("--issue-tls-secret"),
+        "{webhook_args}"
+    );
     assert_eq!(pod["imagePullSecrets"][0]["name"], "regcred");
     assert_eq!(pod["nodeSelector"]["nvidia.com/gpu.present"], "true");
     assert_eq!(

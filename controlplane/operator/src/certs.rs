@@ -109,20 +109,58 @@ fn validity(params: &mut CertificateParams, (y, m, d): Date) {
     params.not_after = rcgen::date_time_ymd(y + VALIDITY_YEARS, m, d.min(28));
 }
 
+/// A CA of its own, named `common_name`.
+fn new_ca(
+    common_name: String,
+    today: Date,
+) -> Result<CertifiedIssuer<'static, KeyPair>, rcgen::Error> {
+    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, common_name);
+    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    validity(&mut ca_params, today);
+    CertifiedIssuer::self_signed(ca_params, KeyPair::generate()?)
+}
+
+/// A serving certificate (PEM: CA, certificate, key) for `names`, e.g. the injector webhook's
+/// Service: the API server trusts the CA through the webhook configuration's `caBundle`.
+#[derive(Clone, Debug)]
+pub struct Serving {
+    pub ca: String,
+    pub cert: String,
+    pub key: String,
+}
+
+/// A new CA and a server certificate for `names`.
+pub fn issue_serving(
+    label: &str,
+    names: Vec<String>,
+    today: Date,
+) -> Result<Serving, rcgen::Error> {
+    let ca = new_ca(format!("nsight-operator {label}"), today)?;
+    let mut params = CertificateParams::new(names)?;
+    params.distinguished_name.push(DnType::CommonName, label);
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    validity(&mut params, today);
+    let key = KeyPair::generate()?;
+    let cert = params.signed_by(&key, &ca)?;
+    Ok(Serving {
+        ca: ca.pem(),
+        cert: cert.pem(),
+        key: key.serialize_pem(),
+    })
+}
+
 /// A new CA and both certificates for the coordinator reached at `server_names`.
 pub fn issue_agent_channel(
     label: &str,
     server_names: Vec<String>,
     today: Date,
 ) -> Result<AgentChannel, rcgen::Error> {
-    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, format!("nsight-agent-channel {label}"));
-    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    validity(&mut ca_params, today);
-    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate()?)?;
+    let ca = new_ca(format!("nsight-agent-channel {label}"), today)?;
 
     let leaf = |names: Vec<String>, cn: &str, usage: ExtendedKeyUsagePurpose| {
         let mut params = CertificateParams::new(names)?;

@@ -31,6 +31,7 @@ pub mod render;
 pub mod selector;
 pub mod server;
 pub mod settings;
+pub mod webhook_tls;
 pub mod world;
 pub mod xds;
 

@@ -15,6 +15,7 @@ use nsight_operator::{
     render::RenderSettings,
     server::{self, Shell, Webhook},
     settings::{MachineConfig, Settings},
+    webhook_tls,
     world::KubeWorld,
     xds::translate::XdsSettings,
 };
@@ -39,12 +40,14 @@ enum Command {
     Webhook {
         #[arg(long, default_value = "0.0.0.0:8443")]
         listen: std::net::SocketAddr,
-        /// PEM certificate chain.
-        #[arg(long)]
-        cert: PathBuf,
+        /// PEM certificate chain (with --key; else --issue-tls-secret).
+        #[arg(long, requires = "key")]
+        cert: Option<PathBuf>,
         /// PEM private key.
-        #[arg(long)]
-        key: PathBuf,
+        #[arg(long, requires = "cert")]
+        key: Option<PathBuf>,
+        #[command(flatten)]
+        issue: IssueArgs,
         /// Image of the tools init container.
         #[arg(long, env = "NSIGHT_AGENT_IMAGE")]
         agent_image: Option<String>,
@@ -74,6 +77,26 @@ enum Command {
         #[arg(long)]
         to: PathBuf,
     },
+}
+
+/// The webhook issues its own serving certificate (`webhook_tls`), instead of --cert/--key.
+#[derive(clap::Args)]
+struct IssueArgs {
+    /// Keep the issued certificate in this Secret of --namespace (shared by every replica
+    /// and restart); set the caBundle of --webhook-configuration to its CA.
+    #[arg(long, conflicts_with = "cert", requires_all = ["service", "webhook_configuration", "namespace"])]
+    issue_tls_secret: Option<String>,
+    /// The webhook's Service (the certificate names `<service>.<namespace>.svc`).
+    #[arg(long)]
+    service: Option<String>,
+    /// The MutatingWebhookConfiguration whose caBundle is set.
+    #[arg(long)]
+    webhook_configuration: Option<String>,
+    /// The webhook's own namespace.
+    #[arg(long, env = "POD_NAMESPACE")]
+    namespace: Option<String>,
+    #[arg(long, default_value = "cluster.local")]
+    cluster_domain: String,
 }
 
 /// The webhook's use of the API server (ignored with `--world`).
@@ -303,6 +326,43 @@ async fn cluster_world(args: WebhookClusterArgs) -> Result<(Arc<dyn World>, Shel
     Ok((Arc::new(world), shell))
 }
 
+/// The webhook's TLS: the given files, or the certificate it issues itself (and whose CA it
+/// puts into its webhook configuration before listening).
+async fn webhook_tls_config(
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+    issue: IssueArgs,
+) -> Result<tokio_rustls::rustls::ServerConfig> {
+    if let (Some(cert), Some(key)) = (&cert, &key) {
+        return Ok(server::tls_config(cert, key)?);
+    }
+    let (Some(secret), Some(service), Some(configuration), Some(namespace)) = (
+        issue.issue_tls_secret,
+        issue.service,
+        issue.webhook_configuration,
+        issue.namespace,
+    ) else {
+        anyhow::bail!(
+            "the webhook needs a serving certificate: --cert and --key, or --issue-tls-secret \
+             with --service, --webhook-configuration and --namespace"
+        );
+    };
+    let issue = webhook_tls::Issue {
+        namespace,
+        secret,
+        service,
+        configuration,
+        cluster_domain: issue.cluster_domain,
+    };
+    let client = kube::Client::try_default()
+        .await
+        .context("the webhook issues its certificate through the API server")?;
+    let serving = webhook_tls::ensure_certificate(&client, &issue).await?;
+    webhook_tls::set_ca_bundle(&client, &issue, &serving.ca).await?;
+    webhook_tls::keep_ca_bundle(client, issue, serving.ca.clone());
+    Ok(server::tls_config_pem(&serving.cert, &serving.key)?)
+}
+
 fn main() -> Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -321,36 +381,37 @@ fn main() -> Result<()> {
 }
 
 async fn run(command: Command) -> Result<()> {
-    let (listen, cert, key, agent_image, coordinator_url, tag, world, cluster) = match command {
-        Command::Manager(args) => return run_manager(args).await,
-        Command::InstallPlugins { from, to } => {
-            let installed = nsight_operator::plugins::install(&from, &to)?;
-            for path in installed {
-                tracing::info!(path = %path.display(), "filter installed");
+    let (listen, (cert, key, issue), agent_image, coordinator_url, tag, world, cluster) =
+        match command {
+            Command::Manager(args) => return run_manager(args).await,
+            Command::InstallPlugins { from, to } => {
+                let installed = nsight_operator::plugins::install(&from, &to)?;
+                for path in installed {
+                    tracing::info!(path = %path.display(), "filter installed");
+                }
+                return Ok(());
             }
-            return Ok(());
-        }
-        Command::Webhook {
-            listen,
-            cert,
-            key,
-            agent_image,
-            coordinator_url,
-            tag,
-            world,
-            worker_threads: _,
-            cluster,
-        } => (
-            listen,
-            cert,
-            key,
-            agent_image,
-            coordinator_url,
-            tag,
-            world,
-            cluster,
-        ),
-    };
+            Command::Webhook {
+                listen,
+                cert,
+                key,
+                issue,
+                agent_image,
+                coordinator_url,
+                tag,
+                world,
+                worker_threads: _,
+                cluster,
+            } => (
+                listen,
+                (cert, key, issue),
+                agent_image,
+                coordinator_url,
+                tag,
+                world,
+                cluster,
+            ),
+        };
     let (world, shell): (Arc<dyn World>, Shell) = match world {
         None => cluster_world(cluster).await?,
         Some(path) => {
@@ -373,7 +434,7 @@ async fn run(command: Command) -> Result<()> {
     if let Some(image) = agent_image {
         settings.agent_image = image;
     }
-    let tls = server::tls_config(&cert, &key)?;
+    let tls = webhook_tls_config(cert, key, issue).await?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;

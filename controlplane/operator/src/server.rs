@@ -122,6 +122,29 @@ pub fn tls_config(cert: &Path, key: &Path) -> Result<ServerConfig, TlsError> {
         path: key.display().to_string(),
         source,
     })?;
+    server_config(chain, key)
+}
+
+/// [`tls_config`] from PEM text in memory (a certificate the webhook issued itself).
+pub fn tls_config_pem(cert: &str, key: &str) -> Result<ServerConfig, TlsError> {
+    let chain = CertificateDer::pem_slice_iter(cert.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|source| TlsError::ReadCert {
+            path: "(issued certificate)".into(),
+            source,
+        })?;
+    let key =
+        PrivateKeyDer::from_pem_slice(key.as_bytes()).map_err(|source| TlsError::ReadKey {
+            path: "(issued key)".into(),
+            source,
+        })?;
+    server_config(chain, key)
+}
+
+fn server_config(
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+) -> Result<ServerConfig, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
