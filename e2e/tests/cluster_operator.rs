@@ -395,6 +395,31 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
     // 7. The session ends.
     let ended = cli.json(&["session-end"]);
     assert_eq!(ended["session"], session.as_str(), "{ended}");
+
+    // 8. helm uninstall leaves nothing of the release behind (the CRDs stay, as Helm keeps
+    //    them; the team namespace's resources are the user's).
+    helm_on(&kubeconfig, &["uninstall", &release, "-n", &sys, "--wait"]);
+    let leftovers = [
+        format!("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{fullname}-injector"),
+        format!("/apis/rbac.authorization.k8s.io/v1/clusterroles/{fullname}"),
+        format!("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{fullname}"),
+        format!("/apis/apps/v1/namespaces/{sys}/deployments/{fullname}"),
+        format!("/api/v1/namespaces/{sys}/secrets/{fullname}-webhook-tls"),
+    ];
+    let gone = wait_for(Duration::from_secs(60), || {
+        leftovers
+            .iter()
+            .all(|path| c.request("GET", path, None).0 == 404)
+            .then_some(())
+    });
+    assert!(
+        gone.is_some(),
+        "left behind: {:?}",
+        leftovers
+            .iter()
+            .filter(|p| c.request("GET", p, None).0 != 404)
+            .collect::<Vec<_>>()
+    );
 }
 
 /// The first file under `dir` whose name ends with `suffix`.

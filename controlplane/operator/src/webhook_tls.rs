@@ -7,6 +7,7 @@
 //!             no  ──> certs::issue_serving(<service>.<ns>.svc...) ──> create (409: re-read)
 //!       ──> MutatingWebhookConfiguration <release>-injector: every webhook's caBundle = ca.crt
 //!           (again every 5 minutes: a `helm upgrade` that resets it is repaired)
+//!       (the Secret is owned by that configuration: `helm uninstall` leaves neither behind)
 //!       ──> serve HTTPS with tls.crt/tls.key
 //! ```
 //! Until the caBundle is set the API server cannot verify the webhook; the failure policy
@@ -16,7 +17,7 @@ use std::{collections::BTreeMap, time::Duration};
 
 use k8s_openapi::{
     api::{admissionregistration::v1::MutatingWebhookConfiguration, core::v1::Secret},
-    apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference},
     ByteString,
 };
 use kube::{api::PostParams, Api, Client};
@@ -65,8 +66,20 @@ fn from_secret(secret: &Secret, name: &str) -> Result<Serving, Error> {
     })
 }
 
-/// The certificate in the Secret, issued and stored first when there is none.
+/// The certificate in the Secret, issued and stored first when there is none. The Secret is
+/// owned by the webhook configuration: `helm uninstall` removes both.
 pub async fn ensure_certificate(client: &Client, issue: &Issue) -> Result<Serving, Error> {
+    let configuration = Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .get(&issue.configuration)
+        .await
+        .map_err(|e| Error::CaBundle(issue.configuration.clone(), e))?;
+    let owner = OwnerReference {
+        api_version: "admissionregistration.k8s.io/v1".into(),
+        kind: "MutatingWebhookConfiguration".into(),
+        name: issue.configuration.clone(),
+        uid: configuration.metadata.uid.clone().unwrap_or_default(),
+        ..OwnerReference::default()
+    };
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &issue.namespace);
     let read = |e| Error::Secret(issue.secret.clone(), e);
     if let Some(existing) = secrets.get_opt(&issue.secret).await.map_err(read)? {
@@ -90,6 +103,7 @@ pub async fn ensure_certificate(client: &Client, issue: &Issue) -> Result<Servin
                 "app.kubernetes.io/managed-by".to_owned(),
                 "nsight-operator".to_owned(),
             )])),
+            owner_references: Some(vec![owner]),
             ..ObjectMeta::default()
         },
         type_: Some("kubernetes.io/tls".into()),
