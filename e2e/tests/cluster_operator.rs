@@ -396,7 +396,104 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
     let ended = cli.json(&["session-end"]);
     assert_eq!(ended["session"], session.as_str(), "{ended}");
 
-    // 8. helm uninstall leaves nothing of the release behind (the CRDs stay, as Helm keeps
+    // 8. Launch mode: a profile config whose rule picks the `sample-launch` Pods for a tool
+    //    config with `coordinator: false` and nsys' `--duration=3`. The agent profiles from the
+    //    start for 3 s, with no coordinator, and stores the report under a session of its own.
+    c.create(
+        &format!("/apis/nvidia.com/v1/namespaces/{ns}/nsightoperatorprofileconfigs"),
+        &json!({
+            "apiVersion": "nvidia.com/v1", "kind": "NsightOperatorProfileConfig",
+            "metadata": {"name": "profiles"},
+            "spec": {
+                "nsightToolConfigs": [
+                    {"name": "coordinated", "injectionIncludePatterns": [".*"]},
+                    {"name": "unattended", "coordinator": false,
+                     "nsightToolArgs": "-t nvtx --duration=3", "injectionIncludePatterns": [".*"]},
+                ],
+                "injectionRules": [{"name": "launch", "nsightToolConfig": "unattended",
+                                    "labelSelector": {"matchLabels": {"app": "sample-launch"}}}],
+            },
+        }),
+    );
+    // The webhook sees the profile config through its watch: retry until a Pod is injected
+    // with it.
+    c.create(
+        &format!("/apis/apps/v1/namespaces/{ns}/deployments"),
+        &json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "sample-launch"},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "sample-launch"}},
+                "template": {
+                    "metadata": {"labels": {"app": "sample-launch"}},
+                    "spec": {"containers": [{
+                        "name": "main",
+                        "image": format!("nvcr.io/nvidia/devtools/nsight-nvtx-sample:{}", env!("CARGO_PKG_VERSION")),
+                        "imagePullPolicy": "Never",
+                    }]},
+                },
+            },
+        }),
+    );
+    let stored = wait_for(Duration::from_secs(90), || {
+        let (_, pods) = c.request(
+            "GET",
+            &format!("/api/v1/namespaces/{ns}/pods?labelSelector=app%3Dsample-launch"),
+            None,
+        );
+        let pod = pods["items"]
+            .as_array()?
+            .iter()
+            .find(|p| p["metadata"]["annotations"]["nvidia.com/nsight-injected"] == "unattended")?;
+        let name = pod["metadata"]["name"].as_str()?;
+        let (_, log) = c.request(
+            "GET",
+            &format!("/api/v1/namespaces/{ns}/pods/{name}/log?container=main"),
+            None,
+        );
+        let log = log.as_str()?.to_owned();
+        log.contains("launch-mode reports stored").then_some(log)
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "no launch-mode report stored\n{}",
+            c.describe_namespace(&ns)
+        )
+    });
+    let launch_session = stored
+        .split("default/")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .filter(|s| s.starts_with("launch-"))
+        .unwrap_or_else(|| panic!("no launch session in the agent's log:\n{stored}"))
+        .to_owned();
+    let job = cli.json(&[
+        "analysis",
+        "run",
+        "nvtx_sum",
+        "--session",
+        &launch_session,
+        "--wait",
+    ]);
+    assert_eq!(job["status"], "succeeded", "{job}");
+    let id = job["id"].as_str().expect("job id").to_owned();
+    let launch_results = dir.path().join("launch-results");
+    cli.ok(&[
+        "analysis",
+        "reports",
+        "download",
+        &id,
+        "-o",
+        launch_results.to_str().expect("path"),
+    ]);
+    let csv = std::fs::read_to_string(
+        find_file(&launch_results, "nvtx-sum.csv").expect("the launch-mode CSV"),
+    )
+    .expect("read the CSV");
+    check_sample_ranges(&csv);
+
+    // 9. helm uninstall leaves nothing of the release behind (the CRDs stay, as Helm keeps
     //    them; the team namespace's resources are the user's).
     helm_on(&kubeconfig, &["uninstall", &release, "-n", &sys, "--wait"]);
     let leftovers = [

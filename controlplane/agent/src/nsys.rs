@@ -97,6 +97,28 @@ impl NsysCommands {
     }
 }
 
+/// The collection length `args` asks for, as nsys reads it: `--duration=N`, `--duration N`,
+/// `-d N` or `-dN` (seconds). The built-in (NVTX) backend honours it in launch mode, so one
+/// profile config means the same with either backend.
+pub fn duration_of(args: &[String]) -> Option<u64> {
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let value = if let Some(v) = a.strip_prefix("--duration=") {
+            Some(v.to_owned())
+        } else if a == "--duration" || a == "-d" {
+            it.next().cloned()
+        } else {
+            a.strip_prefix("-d")
+                .filter(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_digit()))
+                .map(str::to_owned)
+        };
+        if let Some(v) = value {
+            return v.trim().parse().ok();
+        }
+    }
+    None
+}
+
 /// Splits `nsightToolArgs` as given in the config (whitespace-separated; quotes group).
 pub fn split_tool_args(text: &str) -> Vec<String> {
     let mut out = Vec::new();

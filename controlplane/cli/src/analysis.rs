@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use crate::{
-    analysis_inputs::{inputs_request, scope, single_request, Scope, SessionInput},
+    analysis_inputs::{inputs_request, scope, single_request, Scope, SessionId, SessionInput},
     api::{ApiError, Client},
     download::safe_join,
     render::{human_size, Rendered},
@@ -172,13 +172,15 @@ pub fn run(
                 Scope::One {
                     session: given,
                     collection,
-                } => single_request(
-                    &args.name,
-                    &args.args,
-                    tag,
-                    session(given)?,
-                    collection.as_deref(),
-                ),
+                } => {
+                    // A launch-mode session is not the coordinator's: used as given.
+                    let id = match given {
+                        Some(SessionId::Launch(id)) => id,
+                        Some(SessionId::Coordinator(u)) => session(Some(u))?.to_string(),
+                        None => session(None)?.to_string(),
+                    };
+                    single_request(&args.name, &args.args, tag, &id, collection.as_deref())
+                }
                 Scope::Several(inputs) => inputs_request(&args.name, &args.args, tag, &inputs),
             };
             let url = client.analysis_url("/jobs");

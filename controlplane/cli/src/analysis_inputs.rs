@@ -16,10 +16,41 @@ use std::{fmt, str::FromStr};
 use nsight_contracts::analysis::{JobInput, JobRequest, MAX_INPUTS};
 use uuid::Uuid;
 
-/// One `--session` value: `UUID` or `UUID:COLLECTION`.
+/// A session's ID: a coordinator session's UUID, or the `launch-<unix seconds>-<8 hex>` a
+/// launch-mode agent stores its reports under (no coordinator names those).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionId {
+    Coordinator(Uuid),
+    Launch(String),
+}
+
+impl SessionId {
+    fn parse(id: &str) -> Option<Self> {
+        if let Ok(u) = Uuid::parse_str(id) {
+            return Some(Self::Coordinator(u));
+        }
+        let (secs, hex) = id.strip_prefix("launch-")?.split_once('-')?;
+        let launch = !secs.is_empty()
+            && secs.chars().all(|c| c.is_ascii_digit())
+            && hex.len() == 8
+            && hex.chars().all(|c| c.is_ascii_hexdigit());
+        launch.then(|| Self::Launch(id.to_owned()))
+    }
+}
+
+impl fmt::Display for SessionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Coordinator(u) => write!(f, "{u}"),
+            Self::Launch(s) => f.write_str(s),
+        }
+    }
+}
+
+/// One `--session` value: `ID` or `ID:COLLECTION`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionInput {
-    pub session: Uuid,
+    pub session: SessionId,
     pub collection: Option<String>,
 }
 
@@ -31,10 +62,11 @@ impl FromStr for SessionInput {
             Some((id, c)) => (id, Some(c)),
             None => (value, None),
         };
-        let session = Uuid::parse_str(id).map_err(|_| {
+        let session = SessionId::parse(id).ok_or_else(|| {
             format!(
                 "{id:?} is not a session ID; write UUID or UUID:COLLECTION, e.g. \
-                 67e55044-10b1-426f-9247-bb680e5fe0c8:2"
+                 67e55044-10b1-426f-9247-bb680e5fe0c8:2 (a launch-mode session: \
+                 launch-<seconds>-<8 hex digits>, as the agent's log names it)"
             )
         })?;
         let collection = match collection {
@@ -68,7 +100,7 @@ impl fmt::Display for SessionInput {
 pub enum Scope {
     /// One session (`None`: the tag's open one, else its latest) and maybe one collection.
     One {
-        session: Option<Uuid>,
+        session: Option<SessionId>,
         collection: Option<String>,
     },
     /// Two or more, in order.
@@ -87,7 +119,7 @@ pub fn scope(sessions: &[SessionInput], collection: Option<&str>) -> Result<Scop
                 "the collection is given twice (--session {one} and --collection); give it once"
             )),
             (c, given) => Ok(Scope::One {
-                session: Some(one.session),
+                session: Some(one.session.clone()),
                 collection: c.clone().or_else(|| given.map(str::to_owned)),
             }),
         },
@@ -109,7 +141,7 @@ pub fn single_request(
     recipe: &str,
     args: &[String],
     tag: &str,
-    session: Uuid,
+    session: &str,
     collection: Option<&str>,
 ) -> JobRequest {
     JobRequest {
@@ -170,6 +202,20 @@ mod tests {
         assert!(err.contains("not a collection ID"), "{err}");
         let err = "last".parse::<SessionInput>().unwrap_err();
         assert!(err.contains("\"last\" is not a session ID"), "{err}");
+        let launch = input("launch-1795774112-5dda4c77:1");
+        assert_eq!(
+            launch.session,
+            SessionId::Launch("launch-1795774112-5dda4c77".into())
+        );
+        assert_eq!(launch.to_string(), "launch-1795774112-5dda4c77:1");
+        for bad in [
+            "launch-",
+            "launch-12-xyz",
+            "launch-12-5dda4c7",
+            "launch-x-5dda4c77",
+        ] {
+            assert!(bad.parse::<SessionInput>().is_err(), "{bad}");
+        }
     }
 
     #[test]
@@ -213,7 +259,7 @@ mod tests {
             "nvtx_sum",
             &["--timeunit".into(), "usec".into()],
             "t",
-            input(A).session,
+            A,
             None,
         );
         assert_eq!(

@@ -227,6 +227,14 @@ async fn run_command(args: RunArgs) -> anyhow::Result<i32> {
     if !leftovers.uploaded.is_empty() {
         tracing::info!(keys = ?leftovers.keys(), "uploaded reports left from an earlier run");
     }
+    // The NVTX backend in launch mode also honours nsys' own `--duration` in the tool args
+    // (nsys applies it itself with the nsys backend).
+    let duration = args.duration.or_else(|| match (&nsys, args.mode) {
+        (None, ModeArg::Launch) => nsight_agent::nsys::duration_of(&split_tool_args(
+            args.tool_args.as_deref().unwrap_or_default(),
+        )),
+        _ => None,
+    });
     let backend_kind = match nsys {
         Some(nsys) => BackendKind::Nsys(NsysCommands {
             nsys: nsys.display().to_string(),
@@ -289,7 +297,7 @@ async fn run_command(args: RunArgs) -> anyhow::Result<i32> {
     };
     let options = RunOptions {
         mode,
-        duration: args.duration.map(Duration::from_secs),
+        duration: duration.map(Duration::from_secs),
         argv: args.argv,
         backend: backend_kind,
         work_dir: work_dir.clone(),

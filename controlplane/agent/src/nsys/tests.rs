@@ -133,3 +133,15 @@ fn the_state_machine_runs_start_stop_export_once_per_collection() {
         ("/w/s1-2.nsys-rep".into(), "/w/s1-2.sqlite".into())
     );
 }
+
+#[test]
+fn the_duration_is_read_as_nsys_reads_it() {
+    let d = |s: &str| super::duration_of(&super::split_tool_args(s));
+    assert_eq!(d("-t cuda,nvtx --duration=3"), Some(3));
+    assert_eq!(d("--duration 7 -t nvtx"), Some(7));
+    assert_eq!(d("-d 5"), Some(5));
+    assert_eq!(d("-d12"), Some(12));
+    assert_eq!(d("-t cuda,nvtx --delay=2"), None);
+    assert_eq!(d("--duration=soon"), None);
+    assert_eq!(d(""), None);
+}
