@@ -3,8 +3,8 @@
 //! agent profiling the demo's Python NVTX program. Headless Chromium, driven by npm
 //! playwright-core (`tests/ui/flow.mjs`), does what a person does: types the API key, begins a
 //! session, starts and stops a collection, sees the report, runs `nvtx_sum` from the form
-//! generated from the recipe's arguments, sorts its table, reloads a deep link and ends the
-//! session. This test then checks what the page showed against the REST APIs and downloads
+//! generated from the recipe's arguments, sorts its table, reloads a deep link, cancels and
+//! deletes a job that would run forever and ends the session. This test then checks what the page showed against the REST APIs and downloads
 //! the report through the link the page offered. Screenshots: `<target>/ui-screenshots/`.
 
 #![allow(
@@ -204,6 +204,7 @@ fn a_person_profiles_and_analyses_from_the_browser() {
     assert_eq!(found["jobArgs"], "--timeunit usec");
 
     // The grid is the job's CSV, sorted by Instances, largest first.
+    let auth = format!("Bearer {}", platform.api_key);
     let csv_name = job["files"]
         .as_array()
         .unwrap()
@@ -211,7 +212,6 @@ fn a_person_profiles_and_analyses_from_the_browser() {
         .map(|f| f["name"].as_str().unwrap())
         .find(|n| n.ends_with(".csv"))
         .unwrap();
-    let auth = format!("Bearer {}", platform.api_key);
     let csv = http::get(
         platform.gateway,
         &format!("/analysis/v1/jobs/{job_id}/files/{csv_name}"),
@@ -244,6 +244,21 @@ fn a_person_profiles_and_analyses_from_the_browser() {
         found["notebookSandbox"], "",
         "the notebook frame runs no script"
     );
+
+    // The runaway job was cancelled from its page, then deleted.
+    let runaway = found["runaway"].as_str().unwrap();
+    assert!(
+        found["cancelReason"].as_str().unwrap().contains("cancel"),
+        "{found:#}"
+    );
+    let gone = http::get(
+        platform.gateway,
+        &format!("/analysis/v1/jobs/{runaway}"),
+        &[("Authorization", &auth)],
+    )
+    .unwrap();
+    assert_eq!(gone.status, 404, "deleted from the page: {gone:?}");
+    assert_eq!(found["jobsAfterDelete"], serde_json::json!([job_id]));
 
     // The deep link reopened the job.
     let reloaded = found["reloadedUrl"].as_str().unwrap();

@@ -1,7 +1,8 @@
 // The Cloud UI driven like a person in headless Chromium (npm playwright-core, Debian's
 // chromium): sign in with the API key, begin a session, start and stop a collection, see the
 // report, run nvtx_sum from the generated form (after the form refused a bad value), sort its
-// table, see the notebook, reload a deep link, end the session after confirming. Every wait has
+// table, see the notebook, reload a deep link, cancel and delete a job that would run forever,
+// end the session after confirming. Every wait has
 // a deadline; any failure throws with what the page showed. Prints one JSON line of findings for
 // the Rust test (e2e/tests/ui_platform.rs) to check against the REST APIs.
 //
@@ -117,6 +118,23 @@ try {
   found.reloadedUrl = page.url();
   found.reloadedRecipeForm = await byId('recipe-form').count();
   step('deep link reloaded');
+
+  // A job that would run forever: cancelled from its page, then deleted.
+  await byId('recipe-sql').click();
+  await byId('arg-query').fill('WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT max(x) FROM c');
+  await byId('run-recipe').click();
+  await page.waitForURL((u) => u.searchParams.get('job') && u.searchParams.get('job') !== job);
+  const runaway = new URL(page.url()).searchParams.get('job');
+  found.runaway = runaway;
+  await waitText('job-status', /^running$/, 30_000);
+  await byId('job-cancel').click();
+  await waitText('job-status', /^cancelled$/);
+  found.cancelReason = await text('job-reason');
+  step('long job cancelled');
+  await byId('job-delete').click();
+  await page.waitForURL((u) => !u.searchParams.get('job'));
+  await page.waitForFunction((id) => !document.querySelector(`[data-job="${id}"]`), runaway);
+  found.jobsAfterDelete = await page.$$eval('[data-testid="job-row"]', (es) => es.map((e) => e.dataset.job));
 
   // End the session: a confirmation first; Cancel keeps it open.
   await byId('tab-sessions').click();

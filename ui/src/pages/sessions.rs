@@ -1,9 +1,9 @@
-//! The sessions page of one tag: the tag selector, the tag's agents and active collection, the
-//! controls (begin with a title, start, stop, end after a confirmation), and the tag's sessions
-//! with their state, times and collection count; a selected session opens its detail below
-//! (`pages::session`). Data: `GET /status?tag`, `GET /sessions` (all tags, for the selector) and
-//! `GET /sessions?tag`; actions `POST /sessions`, `/start`, `/stop`, `/end`. While a collection
-//! is collecting or stopping the data is fetched again (components::live).
+//! The sessions page of one tag: the tag selector, the tag's agents (`pages::agents`) and active
+//! collection, the controls (begin with a title, start, stop, end after a confirmation), and the
+//! tag's sessions with their state, times and collection count; a selected session opens its
+//! detail below (`pages::session`). Data: `GET /status?tag`, `GET /sessions` (all tags, for the
+//! selector) and `GET /sessions?tag`; actions `POST /sessions`, `/start`, `/stop`, `/end`. While
+//! a collection is collecting or stopping the data is fetched again (components::live).
 
 use leptos::{prelude::*, task::spawn_local};
 use nsight_contracts::coordinator::{SessionSummary, Tag, TagStatus};
@@ -16,7 +16,7 @@ use crate::{
         notice::{Notice, NoticeLine},
     },
     format::{utc, utc_or_dash},
-    pages::session::SessionDetail,
+    pages::{agents::agents_table, session::SessionDetail},
     route::{go, Link, View},
 };
 
@@ -190,6 +190,7 @@ fn TagPanel(shared: Shared, status: LocalResource<Result<TagStatus, ApiError>>) 
                     <li data-testid="open-session">{open}</li>
                     <li data-testid="active-collection">{collection}</li>
                 </ul>
+                {agents_table(s.agents, s.agent_counts.known)}
             }
             .into_any()
         }
