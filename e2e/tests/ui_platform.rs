@@ -138,8 +138,12 @@ fn a_person_profiles_and_analyses_from_the_browser() {
         shots.display(),
         String::from_utf8_lossy(&out.stderr)
     );
-    eprintln!("browser flow: {:.1} s", started.elapsed().as_secs_f64());
     let found: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    eprintln!(
+        "browser flow: {:.1} s; first render {:.0} ms after navigation",
+        started.elapsed().as_secs_f64(),
+        found["firstRenderMs"].as_f64().unwrap_or_default()
+    );
     assert_eq!(found["pageErrors"], serde_json::json!([]), "{found:#}");
 
     // The session the page began, as the coordinator has it now: ended, one collection whose

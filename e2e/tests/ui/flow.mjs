@@ -40,6 +40,8 @@ try {
   // Sign in: the API routes answer 401 and the key prompt appears.
   await page.goto(base);
   await byId('api-key-form').waitFor();
+  // Milliseconds from navigation start to the first page drawn by the Wasm code (Performance API).
+  found.firstRenderMs = await page.evaluate(() => performance.now());
   step('prompted for the key');
   await byId('api-key').fill(process.env.API_KEY);
   await byId('api-key').press('Enter');
