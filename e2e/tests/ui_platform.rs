@@ -263,6 +263,13 @@ fn a_person_profiles_and_analyses_from_the_browser() {
     .unwrap();
     assert_eq!(gone.status, 404, "deleted from the page: {gone:?}");
     assert_eq!(found["jobsAfterDelete"], serde_json::json!([job_id]));
+    assert_eq!(found["filteredJobs"], serde_json::json!([runaway]));
+    assert_eq!(
+        found["focusAfterTitle"], "begin",
+        "Tab from the title reaches Begin"
+    );
+    let open_filter = found["openFilterUrl"].as_str().unwrap();
+    assert!(open_filter.contains("state=open"), "{open_filter}");
 
     // The deep link reopened the job.
     let reloaded = found["reloadedUrl"].as_str().unwrap();

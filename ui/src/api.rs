@@ -130,11 +130,17 @@ fn analysis(path: &str) -> String {
     format!("{}{path}", routes::ANALYSIS_V1)
 }
 
-/// `GET /sessions`: every session (of `tag` when given), oldest first.
-pub async fn sessions(tag: Option<String>) -> Result<SessionList, ApiError> {
-    let query = tag
-        .map(|t| format!("?tag={}", encode(&t)))
-        .unwrap_or_default();
+/// `GET /sessions`: every session (of `tag`, in `state`, when given), oldest first.
+pub async fn sessions(tag: Option<String>, state: Option<String>) -> Result<SessionList, ApiError> {
+    let query: Vec<String> = [("tag", tag), ("state", state)]
+        .into_iter()
+        .filter_map(|(k, v)| v.map(|v| format!("{k}={}", encode(&v))))
+        .collect();
+    let query = if query.is_empty() {
+        String::new()
+    } else {
+        format!("?{}", query.join("&"))
+    };
     get_json(&coordinator(&format!("/sessions{query}"))).await
 }
 

@@ -47,6 +47,8 @@ pub struct View {
     pub job: Option<String>,
     /// The jobs list's status filter.
     pub status: Option<String>,
+    /// The sessions list's state filter (`open`, `ended`).
+    pub state: Option<String>,
 }
 
 impl Default for View {
@@ -59,6 +61,7 @@ impl Default for View {
             recipe: None,
             job: None,
             status: None,
+            state: None,
         }
     }
 }
@@ -90,6 +93,7 @@ impl View {
                 "recipe" => view.recipe = some,
                 "job" => view.job = some,
                 "status" => view.status = some,
+                "state" => view.state = some,
                 _ => {}
             }
         }
@@ -111,6 +115,7 @@ impl View {
             ("recipe", &self.recipe),
             ("job", &self.job),
             ("status", &self.status),
+            ("state", &self.state),
         ];
         for (key, value) in optional {
             if let Some(v) = value {

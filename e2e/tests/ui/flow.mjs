@@ -49,8 +49,11 @@ try {
   step('agent connected');
 
   // Begin a titled session from the keyboard-reachable controls.
+  // From the keyboard: type the title, Tab to "Begin session", Enter.
   await byId('session-title').fill('ui e2e');
-  await byId('begin').click();
+  await byId('session-title').press('Tab');
+  found.focusAfterTitle = await page.evaluate(() => document.activeElement?.dataset.testid);
+  await page.keyboard.press('Enter');
   await waitText('action-notice', /^Began session /);
   const session = new URL(page.url()).searchParams.get('session');
   if (!session) throw new Error(`no session in the URL ${page.url()}`);
@@ -133,6 +136,16 @@ try {
   await waitText('job-status', /^cancelled$/);
   found.cancelReason = await text('job-reason');
   step('long job cancelled');
+  // The status filter, kept in the URL.
+  await byId('job-status-filter').selectOption('cancelled');
+  await page.waitForURL((u) => u.searchParams.get('status') === 'cancelled');
+  await page.waitForFunction((id) => {
+    const rows = [...document.querySelectorAll('[data-testid="job-row"]')];
+    return rows.length === 1 && rows[0].dataset.job === id;
+  }, runaway);
+  found.filteredJobs = await page.$$eval('[data-testid="job-row"]', (es) => es.map((e) => e.dataset.job));
+  await byId('job-status-filter').selectOption('');
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid="job-row"]').length === 2);
   await byId('job-delete').click();
   await page.waitForURL((u) => !u.searchParams.get('job'));
   await page.waitForFunction((id) => !document.querySelector(`[data-job="${id}"]`), runaway);
@@ -152,6 +165,12 @@ try {
   await page.goto(`${base}?session=${session}`);
   await waitText('detail-state', /^ended$/);
   found.sessionRowState = await page.$eval(`[data-session="${session}"] [data-testid="session-state"]`, (e) => e.textContent);
+  // The state filter, kept in the URL: no open session is left, the ended one is listed.
+  await byId('session-state-filter').selectOption('open');
+  await byId('sessions-empty').waitFor();
+  found.openFilterUrl = page.url();
+  await byId('session-state-filter').selectOption('ended');
+  await page.locator(`[data-session="${session}"]`).waitFor();
   found.jobUrl = jobUrl;
   step('ended');
   await shot('ended');

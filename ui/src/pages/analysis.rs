@@ -126,7 +126,7 @@ fn RecipeFormView(shared: Shared, recipe: RecipeView) -> impl IntoView {
     let tag = shared.view.with_untracked(|v| v.tag.clone());
     let sessions = LocalResource::new({
         let tag = tag.clone();
-        move || api::sessions(Some(tag.clone()))
+        move || api::sessions(Some(tag.clone()), None)
     });
     let session = RwSignal::new(
         shared

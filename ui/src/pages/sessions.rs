@@ -6,7 +6,7 @@
 //! a collection is collecting or stopping the data is fetched again (components::live).
 
 use leptos::{prelude::*, task::spawn_local};
-use nsight_contracts::coordinator::{SessionSummary, Tag, TagStatus};
+use nsight_contracts::coordinator::{SessionState, SessionSummary, Tag, TagStatus};
 
 use crate::{
     api::{self, ApiError},
@@ -25,7 +25,7 @@ use crate::{
 fn TagSelector(shared: Shared) -> impl IntoView {
     let all = LocalResource::new(move || {
         shared.reload.track();
-        api::sessions(None)
+        api::sessions(None, None)
     });
     let typed = RwSignal::new(String::new());
     let error = RwSignal::new(None::<String>);
@@ -228,6 +228,7 @@ fn row(shared: Shared, s: SessionSummary, selected: bool) -> impl IntoView {
     let to = View {
         tag: s.tag.to_string(),
         session: Some(id.clone()),
+        state: shared.view.with_untracked(|v| v.state.clone()),
         ..View::default()
     };
     let label = id.clone();
@@ -251,9 +252,20 @@ pub fn SessionsPage(shared: Shared) -> impl IntoView {
         shared.reload.track();
         api::status(tag.get())
     });
+    let state = Memo::new(move |_| shared.view.with(|v| v.state.clone()));
     let sessions = LocalResource::new(move || {
         shared.reload.track();
-        api::sessions(Some(tag.get()))
+        api::sessions(Some(tag.get()), state.get())
+    });
+    let filter = move |ev: leptos::ev::Event| {
+        let value = event_target_value(&ev);
+        let mut to = shared.view.get_untracked();
+        to.state = (!value.is_empty()).then_some(value);
+        go(shared, to);
+    };
+    let state_options = [SessionState::Open, SessionState::Ended].map(|s| {
+        let name = s.as_str();
+        view! { <option value=name selected=move || state.get().as_deref() == Some(name)>{name}</option> }
     });
     let live = Signal::derive(move || {
         status
@@ -267,6 +279,10 @@ pub fn SessionsPage(shared: Shared) -> impl IntoView {
         None => view! { <p data-testid="sessions-loading">"Loading sessions…"</p> }.into_any(),
         Some(Err(e)) => view! {
             <p data-testid="sessions-error" role="alert">{format!("Cannot list sessions: {e}")}</p>
+        }
+        .into_any(),
+        Some(Ok(list)) if list.sessions.is_empty() && state.get().is_some() => view! {
+            <p data-testid="sessions-empty">"No session of this tag is in that state."</p>
         }
         .into_any(),
         Some(Ok(list)) if list.sessions.is_empty() => view! {
@@ -313,7 +329,14 @@ pub fn SessionsPage(shared: Shared) -> impl IntoView {
         <TagPanel shared status/>
         <section aria-labelledby="sessions-heading">
             <h2 id="sessions-heading">"Sessions"</h2>
-            <button data-testid="refresh" on:click=move |_| shared.refresh()>"Refresh"</button>
+            <div class="buttons">
+                <label for="session-state-filter">"State"</label>
+                <select id="session-state-filter" data-testid="session-state-filter" on:change=filter>
+                    <option value="" selected=move || state.get().is_none()>"any"</option>
+                    {state_options}
+                </select>
+                <button data-testid="refresh" on:click=move |_| shared.refresh()>"Refresh"</button>
+            </div>
             {list}
         </section>
         {detail}
