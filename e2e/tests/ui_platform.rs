@@ -4,7 +4,8 @@
 //! playwright-core (`tests/ui/flow.mjs`), does what a person does: types the API key, begins a
 //! session, starts and stops a collection, sees the report, runs `nvtx_sum` from the form
 //! generated from the recipe's arguments, sorts its table, reloads a deep link, cancels and
-//! deletes a job that would run forever and ends the session. This test then checks what the page showed against the REST APIs and downloads
+//! deletes a job that would run forever, compares two collections in one click and ends the
+//! session. This test then checks what the page showed against the REST APIs and downloads
 //! the report through the link the page offered. Screenshots: `<target>/ui-screenshots/`.
 
 #![allow(
@@ -270,6 +271,24 @@ fn a_person_profiles_and_analyses_from_the_browser() {
     );
     let open_filter = found["openFilterUrl"].as_str().unwrap();
     assert!(open_filter.contains("state=open"), "{open_filter}");
+
+    // "Compare with collection 1": a diff job over collections 1 and 2 of the session.
+    let diff_id = found["diffJob"].as_str().unwrap();
+    let diff = api(&platform, &format!("/analysis/v1/jobs/{diff_id}"));
+    assert_eq!(diff["recipe"], "diff", "{diff:#}");
+    assert_eq!(
+        diff["inputs"],
+        serde_json::json!([
+            {"session": session, "collection": "1"},
+            {"session": session, "collection": "2"}
+        ]),
+        "{diff:#}"
+    );
+    assert_eq!(
+        diff["status"], found["diffStatus"],
+        "the page shows the job's status"
+    );
+    assert_eq!(diff["status"], "succeeded", "{diff:#}");
 
     // The deep link reopened the job.
     let reloaded = found["reloadedUrl"].as_str().unwrap();

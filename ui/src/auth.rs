@@ -60,7 +60,6 @@ pub fn needed() {
 #[component]
 pub fn KeyPrompt(shared: Shared) -> impl IntoView {
     let key = RwSignal::new(String::new());
-    let had_key = api_key().is_some();
     let save = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
         let typed = key.get_untracked();
@@ -75,7 +74,10 @@ pub fn KeyPrompt(shared: Shared) -> impl IntoView {
             <form class="auth" data-testid="api-key-form" on:submit=save role="dialog" aria-labelledby="auth-heading">
                 <h2 id="auth-heading">"Sign-in needed"</h2>
                 <p>
-                    {if had_key { "The gateway refused the API key of this tab. " } else { "The gateway asks for credentials. " }}
+                    {move || {
+                        shared.auth_needed.track();
+                        if api_key().is_some() { "The gateway refused the API key of this tab. " } else { "The gateway asks for credentials. " }
+                    }}
                     "Type the gateway's API key (kept in this tab only), or sign in through the gateway's login page when it uses OAuth2."
                 </p>
                 <label for="api-key">"API key"</label>

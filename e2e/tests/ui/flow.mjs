@@ -2,7 +2,7 @@
 // chromium): sign in with the API key, begin a session, start and stop a collection, see the
 // report, run nvtx_sum from the generated form (after the form refused a bad value), sort its
 // table, see the notebook, reload a deep link, cancel and delete a job that would run forever,
-// end the session after confirming. Every wait has
+// compare two collections in one click, end the session after confirming. Every wait has
 // a deadline; any failure throws with what the page showed. Prints one JSON line of findings for
 // the Rust test (e2e/tests/ui_platform.rs) to check against the REST APIs.
 //
@@ -150,6 +150,23 @@ try {
   await page.waitForURL((u) => !u.searchParams.get('job'));
   await page.waitForFunction((id) => !document.querySelector(`[data-job="${id}"]`), runaway);
   found.jobsAfterDelete = await page.$$eval('[data-testid="job-row"]', (es) => es.map((e) => e.dataset.job));
+
+  // A second collection, compared with the first in one click (a diff job).
+  await byId('tab-sessions').click();
+  await byId('session-link').first().click();
+  await byId('start').click();
+  await waitText('action-notice', /^Started collection 2 of session /);
+  await page.waitForTimeout(1500);
+  await byId('stop').click();
+  await waitText('action-notice', /^Stopping collection 2/);
+  await page.waitForFunction(() => [...document.querySelectorAll('[data-testid="collection-state"]')]
+    .filter((e) => e.textContent === 'completed').length === 2, null, { timeout: 60_000, polling: 200 });
+  await byId('compare-collection').click();
+  await page.waitForURL((u) => u.searchParams.get('tab') === 'analysis' && u.searchParams.get('job'));
+  found.diffJob = new URL(page.url()).searchParams.get('job');
+  await waitText('job-status', /^(succeeded|failed)$/, 90_000);
+  found.diffStatus = await text('job-status');
+  step('collections compared');
 
   // End the session: a confirmation first; Cancel keeps it open.
   await byId('tab-sessions').click();

@@ -1,21 +1,29 @@
 //! One session in detail: its collections, each agent's outcome in each (with the reason of a
 //! failure and the object keys of an upload), its reports with size, digest and a download link
-//! (the URL the coordinator signed), and "Run analysis" on the whole session or one collection
-//! (opens the analysis tab with that input chosen). Data: `GET /sessions/{id}` and
+//! (the URL the coordinator signed), "Run analysis" on the whole session or one collection
+//! (opens the analysis tab with that input chosen), and "Compare with the previous collection"
+//! (a `diff` job over the two, opened at once). Data: `GET /sessions/{id}` and
 //! `GET /sessions/{id}/reports`; fetched again while a collection is still open.
 
-use leptos::prelude::*;
-use nsight_contracts::coordinator::{
-    AgentKey, AgentOutcome, Collection, ReportEntry, ReportListing, Session,
+use leptos::{prelude::*, task::spawn_local};
+use nsight_contracts::{
+    analysis::{JobInput, JobRequest},
+    coordinator::{AgentKey, AgentOutcome, Collection, ReportEntry, ReportListing, Session},
 };
 
 use crate::{
     api::{self, ApiError},
     app::Shared,
-    components::live::refresh_while,
+    components::{
+        live::refresh_while,
+        notice::{Notice, NoticeLine},
+    },
     format::{bytes, duration, utc, utc_or_dash},
-    route::{Link, Tab, View},
+    route::{go, Link, Tab, View},
 };
+
+/// The recipe that compares two collections' kernel statistics.
+const DIFF: &str = "diff";
 
 /// The analysis tab with this session (and collection) as the job's input.
 fn analyse(shared: Shared, session: &str, collection: Option<String>) -> View {
@@ -50,6 +58,52 @@ fn outcome_row(key: AgentKey, outcome: AgentOutcome) -> impl IntoView {
     }
 }
 
+/// "Compare with the previous collection": a `diff` job over (previous, this), opened at once.
+fn compare_button(
+    shared: Shared,
+    session: String,
+    previous: String,
+    this: String,
+) -> impl IntoView {
+    let notice = RwSignal::new(None::<Notice>);
+    let label = format!("Compare with collection {previous} (diff)");
+    let click = move |_| {
+        let (session, previous, this) = (session.clone(), previous.clone(), this.clone());
+        let tag = shared.view.with_untracked(|v| v.tag.clone());
+        spawn_local(async move {
+            let input = |collection: String| JobInput {
+                session: session.clone(),
+                collection: Some(collection),
+            };
+            let request = JobRequest {
+                recipe: DIFF.to_owned(),
+                inputs: Some(vec![input(previous), input(this)]),
+                tag: Some(tag.clone()),
+                ..JobRequest::default()
+            };
+            match api::run_job(request).await {
+                Ok(job) => go(
+                    shared,
+                    View {
+                        tab: Tab::Analysis,
+                        tag,
+                        session: Some(session.clone()),
+                        job: Some(job.id.to_string()),
+                        ..View::default()
+                    },
+                ),
+                Err(e) => notice.set(Some(Notice::Failed(format!(
+                    "The diff job was refused: {e}"
+                )))),
+            }
+        });
+    };
+    view! {
+        <button data-testid="compare-collection" on:click=click>{label}</button>
+        <NoticeLine notice testid="compare-notice"/>
+    }
+}
+
 fn collection_view(shared: Shared, session: &str, c: Collection) -> impl IntoView {
     let id = c.id.to_string();
     let took = c
@@ -63,6 +117,13 @@ fn collection_view(shared: Shared, session: &str, c: Collection) -> impl IntoVie
         .map(|(k, o)| outcome_row(k, o))
         .collect_view();
     let to = analyse(shared, session, Some(id.clone()));
+    let compare =
+        c.id.0
+            .checked_sub(1)
+            .filter(|previous| *previous >= 1)
+            .map(|previous| {
+                compare_button(shared, session.to_owned(), previous.to_string(), id.clone())
+            });
     view! {
         <article class="collection" data-testid="collection" data-collection=id.clone()>
             <h4>
@@ -78,6 +139,8 @@ fn collection_view(shared: Shared, session: &str, c: Collection) -> impl IntoVie
                 )}
                 " "
                 <Link shared to testid="analyse-collection">{format!("Run analysis on collection {id}")}</Link>
+                " "
+                {compare}
             </p>
             {(agents > 0).then(|| view! {
                 <table class="outcomes">
