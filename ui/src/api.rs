@@ -7,7 +7,7 @@
 //!
 //! ```text
 //!  page ──api::sessions(tag)──> fetch /coordinator/v1/sessions?tag=.. ──> JSON ──> SessionList
-//!                                        401 ──> ApiError::Unauthorized (the key prompt shows)
+//!                   401 or a redirect to sign-in ──> ApiError::Unauthorized (the prompt shows)
 //!                                    4xx/5xx ──> Problem::from_body ──> ApiError::Refused
 //! ```
 
@@ -78,12 +78,21 @@ async fn send(method: &str, path: &str, body: Option<String>) -> Result<(u16, St
         init.set_body(&JsValue::from_str(&body));
     }
     init.set_headers(&headers);
+    // An OAuth2 gateway answers a GET without a session with a redirect to the identity
+    // provider, which fetch cannot follow (another origin): seen here as an opaque redirect.
+    init.set_redirect(web_sys::RequestRedirect::Manual);
     let response = JsFuture::from(window.fetch_with_str_and_init(path, &init))
         .await
         .map_err(|e| ApiError::Unreachable(js_text(e)))?;
     let response: web_sys::Response = response
         .dyn_into()
         .map_err(|e| ApiError::Unreachable(js_text(e)))?;
+    if response.type_() == web_sys::ResponseType::Opaqueredirect {
+        auth::needed();
+        return Err(ApiError::Unauthorized(
+            "the gateway sends this request to its sign-in page".to_owned(),
+        ));
+    }
     let text = match response.text() {
         Ok(promise) => JsFuture::from(promise)
             .await

@@ -15,6 +15,13 @@ use crate::app::Shared;
 
 const STORAGE_KEY: &str = "nsight-api-key";
 
+/// A protected `GET` of the coordinator: opened in the tab, an OAuth2 gateway signs the user in
+/// (and sets its session cookie) before answering it. The UI's own route is public, so it cannot
+/// start the sign-in itself.
+fn sign_in_path() -> String {
+    format!("{}/status", nsight_contracts::routes::COORDINATOR_V1)
+}
+
 thread_local! {
     /// The app's shared signals, for `needed()` called from `api` (outside any component).
     static SHARED: Cell<Option<Shared>> = const { Cell::new(None) };
@@ -85,7 +92,7 @@ pub fn KeyPrompt(shared: Shared) -> impl IntoView {
                     prop:value=move || key.get()
                     on:input=move |ev| key.set(event_target_value(&ev))/>
                 <button type="submit" data-testid="api-key-save">"Use this key"</button>
-                <a href="/">"Go to the gateway's login"</a>
+                <a href=sign_in_path() data-testid="sign-in">"Sign in through the gateway (OAuth2), then come back to this page"</a>
             </form>
         </Show>
     }
