@@ -178,10 +178,10 @@ fn RecipeFormView(shared: Shared, recipe: RecipeView) -> impl IntoView {
         spawn_local(async move {
             match api::run_job(request).await {
                 Ok(job) => {
+                    // Its status lives in the job's detail below, which opens now.
                     notice.set(Some(Notice::Done(format!(
-                        "Job {} is {}",
-                        job.id,
-                        job.status.as_str()
+                        "Sent job {}: see its status below",
+                        job.id
                     ))));
                     let mut to = shared.view.get_untracked();
                     to.job = Some(job.id.to_string());
