@@ -31,30 +31,7 @@ fn chromium_renders_the_wasm_ui() {
     std::fs::write(api.join("sessions"), SESSIONS).unwrap();
     std::fs::write(api.join("status"), STATUS).unwrap();
     let addr = http::serve_dir(site.path().to_path_buf());
-    let profile = TempDir::new("chromium-profile");
-    let out = Command::new(chromium_bin())
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--virtual-time-budget=15000",
-            "--dump-dom",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg(format!("http://{addr}/"))
-        .output()
-        .expect("run chromium");
-    let dom = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "chromium failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let dom = dump_dom(&format!("http://{addr}/"));
     assert!(
         dom.contains(r#"data-testid="product">Nsight Cloud</h1>"#),
         "header not rendered; DOM:\n{dom}"
@@ -81,6 +58,53 @@ fn chromium_renders_the_wasm_ui() {
         dom.contains(r#"<option value="baseline-tag""#),
         "the tag selector lacks the session's tag; DOM:\n{dom}"
     );
+
+    // A hand-edited link: an invalid tag falls back to `default`; a session and a job that do
+    // not exist, and an analysis service that is not there, each give an error on the page (the
+    // app keeps running: the header and the tabs are still drawn).
+    let bad = dump_dom(&format!(
+        "http://{addr}/?tag=no%20spaces%21&session=not-a-uuid"
+    ));
+    assert!(bad.contains("Tag default</h2>"), "DOM:\n{bad}");
+    assert!(
+        bad.contains(r#"data-testid="detail-error""#) && bad.contains("Cannot read the session"),
+        "the missing session is not reported; DOM:\n{bad}"
+    );
+    let analysis = dump_dom(&format!("http://{addr}/?tab=analysis&job=nope"));
+    assert!(
+        analysis.contains(r#"data-testid="recipes-error""#)
+            && analysis.contains(r#"data-testid="job-error""#)
+            && analysis.contains(r#"data-testid="tab-analysis" aria-current="page""#),
+        "the analysis tab's errors are not shown; DOM:\n{analysis}"
+    );
+}
+
+/// The DOM of `url` once headless Chromium has run its scripts.
+fn dump_dom(url: &str) -> String {
+    let profile = TempDir::new("chromium-profile");
+    let out = Command::new(chromium_bin())
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--virtual-time-budget=15000",
+            "--dump-dom",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(url)
+        .output()
+        .expect("run chromium");
+    assert!(
+        out.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// `GET /coordinator/v1/sessions` as the coordinator answers it (the fixture server ignores
