@@ -5,7 +5,11 @@
 //! contract's types) and render in a real browser without any server. The whole flow against
 //! the real platform is `ui_platform.rs`.
 
-#![allow(clippy::unwrap_used, reason = "tests fail loudly on unexpected errors")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests fail loudly on unexpected errors"
+)]
 
 use std::process::Command;
 
