@@ -295,6 +295,10 @@ fn a_person_profiles_and_analyses_from_the_browser() {
     assert!(reloaded.contains(&format!("job={job_id}")), "{reloaded}");
     assert!(reloaded.contains("tab=analysis"), "{reloaded}");
     assert_eq!(found["confirmGone"], true);
+    assert_eq!(
+        found["confirmFocus"], "end-confirm-no",
+        "the confirmation takes the focus"
+    );
     for shot in ["sessions", "job", "ended"] {
         assert!(shots.join(format!("{shot}.png")).is_file(), "{shot}.png");
     }

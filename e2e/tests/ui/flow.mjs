@@ -173,6 +173,11 @@ try {
   await byId('session-link').first().click();
   await byId('end').click();
   await byId('end-confirm').waitFor();
+  await page.waitForFunction(() => document.activeElement?.dataset.testid === 'end-confirm-no');
+  found.confirmFocus = await page.evaluate(() => document.activeElement?.dataset.testid);
+  await page.keyboard.press('Escape');
+  await byId('end-confirm').waitFor({ state: 'detached' });
+  await byId('end').click();
   await byId('end-confirm-no').click();
   found.confirmGone = (await byId('end-confirm').count()) === 0;
   await byId('end').click();

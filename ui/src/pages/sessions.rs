@@ -162,6 +162,13 @@ fn TagPanel(shared: Shared, status: LocalResource<Result<TagStatus, ApiError>>) 
     let title = RwSignal::new(String::new());
     let busy = RwSignal::new(false);
     let confirming = RwSignal::new(false);
+    // The confirmation takes the focus when it opens (Cancel, the safe choice); Escape closes it.
+    let cancel_button = NodeRef::<leptos::html::Button>::new();
+    Effect::new(move |_| {
+        if let Some(button) = cancel_button.get() {
+            let _ = button.focus();
+        }
+    });
     let notice = RwSignal::new(None::<Notice>);
     let run = move |control: Control| {
         confirming.set(false);
@@ -210,12 +217,13 @@ fn TagPanel(shared: Shared, status: LocalResource<Result<TagStatus, ApiError>>) 
                 <button data-testid="end" disabled=move || busy.get() on:click=move |_| confirming.set(true)>"End session…"</button>
             </div>
             <Show when=move || confirming.get()>
-                <div class="confirm" role="alertdialog" aria-labelledby="confirm-text" data-testid="end-confirm">
+                <div class="confirm" role="alertdialog" aria-labelledby="confirm-text" data-testid="end-confirm"
+                    on:keydown=move |ev| if ev.key() == "Escape" { confirming.set(false) }>
                     <p id="confirm-text">{move || format!(
                         "End the open session of tag {}? A collection still collecting is stopped, and no new collection can start in it.",
                         shared.view.with(|v| v.tag.clone()))}</p>
                     <button data-testid="end-confirm-yes" on:click=move |_| run(Control::End)>"End session"</button>
-                    <button data-testid="end-confirm-no" autofocus on:click=move |_| confirming.set(false)>"Cancel"</button>
+                    <button data-testid="end-confirm-no" node_ref=cancel_button on:click=move |_| confirming.set(false)>"Cancel"</button>
                 </div>
             </Show>
             <NoticeLine notice testid="action-notice"/>
