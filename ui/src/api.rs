@@ -1,24 +1,37 @@
 //! Calls to the platform's REST APIs from the browser, same origin through the gateway: the
-//! coordinator below [`routes::COORDINATOR_V1`]. Answers decode into the contract's types
-//! (`nsight_contracts`); a refusal becomes an [`ApiError`] carrying the problem's message. The
-//! gateway's credentials (session cookie) travel with the browser's own `fetch`; nothing here
-//! stores or logs them.
+//! coordinator below [`routes::COORDINATOR_V1`], the analysis service below
+//! [`routes::ANALYSIS_V1`]. Answers decode into the contract's types (`nsight_contracts`); a
+//! refusal becomes an [`ApiError`] carrying the problem's message. Credentials: the gateway's
+//! session cookie travels with the browser's own `fetch`; an API key the user typed (see
+//! `crate::auth`) is sent as `Authorization: Bearer`. Nothing here logs either.
 //!
 //! ```text
-//!  page ──coordinator("/sessions")──> fetch /coordinator/v1/sessions ──> JSON ──> SessionList
-//!                                                    4xx/5xx ──> Problem::from_body ──> ApiError
+//!  page ──api::sessions(tag)──> fetch /coordinator/v1/sessions?tag=.. ──> JSON ──> SessionList
+//!                   401 or a redirect to sign-in ──> ApiError::Unauthorized (the prompt shows)
+//!                                    4xx/5xx ──> Problem::from_body ──> ApiError::Refused
 //! ```
 
-use nsight_contracts::{coordinator::SessionList, routes, Problem};
-use serde::de::DeserializeOwned;
+use nsight_contracts::{
+    analysis::{Job, JobList, JobLogs, JobRequest, RecipeList},
+    coordinator::{
+        BeginSession, Ended, ReportListing, Session, SessionList, SessionSummary, Started, Stopped,
+        TagAction, TagStatus,
+    },
+    routes, Problem,
+};
+use serde::{de::DeserializeOwned, Serialize};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
+
+use crate::auth;
 
 /// Why an answer is not available; the text is what the page shows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ApiError {
     /// The request did not complete (no network, no window).
     Unreachable(String),
+    /// The gateway wants credentials (401): the app asks for an API key.
+    Unauthorized(String),
     /// The service or the gateway refused it.
     Refused { status: u16, message: String },
     /// The answer was not the expected JSON.
@@ -29,6 +42,7 @@ impl std::fmt::Display for ApiError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ApiError::Unreachable(why) => write!(f, "the gateway cannot be reached: {why}"),
+            ApiError::Unauthorized(why) => write!(f, "sign-in needed: {why} (HTTP 401)"),
             ApiError::Refused { status, message } => write!(f, "{message} (HTTP {status})"),
             ApiError::Decode(why) => write!(f, "unexpected answer: {why}"),
         }
@@ -46,15 +60,39 @@ fn js_text(value: JsValue) -> String {
         .unwrap_or_else(|| "unknown error".to_owned())
 }
 
-/// `GET <path>` (absolute, same origin) as `T`.
-async fn get_json<T: DeserializeOwned>(path: &str) -> Result<T, ApiError> {
+/// One request: `method path` with an optional JSON body; the answer's status and text.
+async fn send(method: &str, path: &str, body: Option<String>) -> Result<(u16, String), ApiError> {
     let window = web_sys::window().ok_or_else(|| ApiError::Unreachable("no window".to_owned()))?;
-    let response = JsFuture::from(window.fetch_with_str(path))
+    let init = web_sys::RequestInit::new();
+    init.set_method(method);
+    let headers = web_sys::Headers::new().map_err(|e| ApiError::Unreachable(js_text(e)))?;
+    if let Some(key) = auth::api_key() {
+        headers
+            .set("Authorization", &format!("Bearer {key}"))
+            .map_err(|e| ApiError::Unreachable(js_text(e)))?;
+    }
+    if let Some(body) = body {
+        headers
+            .set("Content-Type", "application/json")
+            .map_err(|e| ApiError::Unreachable(js_text(e)))?;
+        init.set_body(&JsValue::from_str(&body));
+    }
+    init.set_headers(&headers);
+    // An OAuth2 gateway answers a GET without a session with a redirect to the identity
+    // provider, which fetch cannot follow (another origin): seen here as an opaque redirect.
+    init.set_redirect(web_sys::RequestRedirect::Manual);
+    let response = JsFuture::from(window.fetch_with_str_and_init(path, &init))
         .await
         .map_err(|e| ApiError::Unreachable(js_text(e)))?;
     let response: web_sys::Response = response
         .dyn_into()
         .map_err(|e| ApiError::Unreachable(js_text(e)))?;
+    if response.type_() == web_sys::ResponseType::Opaqueredirect {
+        auth::needed();
+        return Err(ApiError::Unauthorized(
+            "the gateway sends this request to its sign-in page".to_owned(),
+        ));
+    }
     let text = match response.text() {
         Ok(promise) => JsFuture::from(promise)
             .await
@@ -64,17 +102,152 @@ async fn get_json<T: DeserializeOwned>(path: &str) -> Result<T, ApiError> {
         Err(e) => return Err(ApiError::Unreachable(js_text(e))),
     };
     let status = response.status();
-    if !response.ok() {
-        let problem = Problem::from_body(status, &text);
-        return Err(ApiError::Refused {
-            status,
-            message: problem.message().to_owned(),
-        });
+    if response.ok() {
+        return Ok((status, text));
     }
-    serde_json::from_str(&text).map_err(|e| ApiError::Decode(e.to_string()))
+    let message = Problem::from_body(status, &text).message().to_owned();
+    if status == 401 {
+        auth::needed();
+        return Err(ApiError::Unauthorized(message));
+    }
+    Err(ApiError::Refused { status, message })
 }
 
-/// `GET /coordinator/v1/sessions`: every session, oldest first.
-pub async fn sessions() -> Result<SessionList, ApiError> {
-    get_json(&format!("{}/sessions", routes::COORDINATOR_V1)).await
+fn decode<T: DeserializeOwned>(text: &str) -> Result<T, ApiError> {
+    serde_json::from_str(text).map_err(|e| ApiError::Decode(e.to_string()))
+}
+
+async fn get_json<T: DeserializeOwned>(path: &str) -> Result<T, ApiError> {
+    decode(&send("GET", path, None).await?.1)
+}
+
+async fn post_json<B: Serialize, T: DeserializeOwned>(path: &str, body: &B) -> Result<T, ApiError> {
+    let body = serde_json::to_string(body).map_err(|e| ApiError::Decode(e.to_string()))?;
+    decode(&send("POST", path, Some(body)).await?.1)
+}
+
+/// A query-string value, percent-encoded.
+pub fn encode(value: &str) -> String {
+    String::from(js_sys::encode_uri_component(value))
+}
+
+fn coordinator(path: &str) -> String {
+    format!("{}{path}", routes::COORDINATOR_V1)
+}
+
+fn analysis(path: &str) -> String {
+    format!("{}{path}", routes::ANALYSIS_V1)
+}
+
+/// `GET /sessions`: every session (of `tag`, in `state`, when given), oldest first.
+pub async fn sessions(tag: Option<String>, state: Option<String>) -> Result<SessionList, ApiError> {
+    let query: Vec<String> = [("tag", tag), ("state", state)]
+        .into_iter()
+        .filter_map(|(k, v)| v.map(|v| format!("{k}={}", encode(&v))))
+        .collect();
+    let query = if query.is_empty() {
+        String::new()
+    } else {
+        format!("?{}", query.join("&"))
+    };
+    get_json(&coordinator(&format!("/sessions{query}"))).await
+}
+
+/// `GET /status?tag`: the tag's agents, open session and active collection.
+pub async fn status(tag: String) -> Result<TagStatus, ApiError> {
+    get_json(&coordinator(&format!("/status?tag={}", encode(&tag)))).await
+}
+
+/// `GET /sessions/{id}`: the session with its collections.
+pub async fn session(id: String) -> Result<Session, ApiError> {
+    get_json(&coordinator(&format!("/sessions/{}", encode(&id)))).await
+}
+
+/// `GET /sessions/{id}/reports`.
+pub async fn reports(id: String) -> Result<ReportListing, ApiError> {
+    get_json(&coordinator(&format!("/sessions/{}/reports", encode(&id)))).await
+}
+
+/// `POST /sessions`.
+pub async fn begin(tag: String, title: Option<String>) -> Result<SessionSummary, ApiError> {
+    let body = BeginSession {
+        tag: Some(tag),
+        title,
+    };
+    post_json(&coordinator("/sessions"), &body).await
+}
+
+fn action(tag: String, session: Option<String>) -> TagAction {
+    TagAction {
+        tag: Some(tag),
+        session,
+    }
+}
+
+/// `POST /start`: a collection in the tag's open session (one is opened if none is).
+pub async fn start(tag: String, session: Option<String>) -> Result<Started, ApiError> {
+    post_json(&coordinator("/start"), &action(tag, session)).await
+}
+
+/// `POST /stop`.
+pub async fn stop(tag: String, session: Option<String>) -> Result<Stopped, ApiError> {
+    post_json(&coordinator("/stop"), &action(tag, session)).await
+}
+
+/// `POST /end`.
+pub async fn end(tag: String, session: Option<String>) -> Result<Ended, ApiError> {
+    post_json(&coordinator("/end"), &action(tag, session)).await
+}
+
+/// `GET /recipes`.
+pub async fn recipes() -> Result<RecipeList, ApiError> {
+    get_json(&analysis("/recipes")).await
+}
+
+/// `GET /jobs` (in `status` when given).
+pub async fn jobs(status: Option<String>) -> Result<JobList, ApiError> {
+    let query = status
+        .map(|s| format!("?status={}", encode(&s)))
+        .unwrap_or_default();
+    get_json(&analysis(&format!("/jobs{query}"))).await
+}
+
+/// `GET /jobs/{id}`.
+pub async fn job(id: String) -> Result<Job, ApiError> {
+    get_json(&analysis(&format!("/jobs/{}", encode(&id)))).await
+}
+
+/// `GET /jobs/{id}/logs`.
+pub async fn job_logs(id: String) -> Result<JobLogs, ApiError> {
+    get_json(&analysis(&format!("/jobs/{}/logs", encode(&id)))).await
+}
+
+/// `POST /jobs`.
+pub async fn run_job(request: JobRequest) -> Result<Job, ApiError> {
+    post_json(&analysis("/jobs"), &request).await
+}
+
+/// `POST /jobs/{id}/cancel`.
+pub async fn cancel_job(id: String) -> Result<Job, ApiError> {
+    let path = analysis(&format!("/jobs/{}/cancel", encode(&id)));
+    decode(&send("POST", &path, None).await?.1)
+}
+
+/// `DELETE /jobs/{id}`.
+pub async fn delete_job(id: String) -> Result<(), ApiError> {
+    send("DELETE", &analysis(&format!("/jobs/{}", encode(&id))), None)
+        .await
+        .map(|_| ())
+}
+
+/// A job's output file as text (CSV, SVG, ipynb).
+pub async fn job_file(id: String, name: String) -> Result<String, ApiError> {
+    let path = analysis(&format!("/jobs/{}/files/{}", encode(&id), encode(&name)));
+    Ok(send("GET", &path, None).await?.1)
+}
+
+/// A job's notebook rendered as a static page (`notebook.html`).
+pub async fn job_notebook(id: String) -> Result<String, ApiError> {
+    let path = analysis(&format!("/jobs/{}/notebook.html", encode(&id)));
+    Ok(send("GET", &path, None).await?.1)
 }

@@ -1,12 +1,17 @@
 //! The Nsight Cloud UI, a Leptos client-side-rendered app.
 //!
-//! `start` only mounts; the shell is `app`, the pages `pages/`, the REST calls `api` (typed by
-//! `nsight_contracts`, the same types the servers and the CLI use). The page grows with the
-//! REST APIs it calls (sessions, reports, analysis) as they land.
+//! `start` only mounts. The shell is `app` (shared signals, header, tabs); the view state lives
+//! in the URL (`route`); the REST calls are `api` (typed by `nsight_contracts`, the same types
+//! the servers and the CLI use); an API key the user types is `auth`'s; the pages are in
+//! `pages/`, the pieces they share (the sortable table, status badges) in `components/`.
 
 mod api;
 mod app;
+mod auth;
+mod components;
+mod format;
 mod pages;
+mod route;
 
 pub use app::App;
 

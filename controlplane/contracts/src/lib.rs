@@ -12,15 +12,18 @@
 //! ```
 //!
 //! What lives here: plain data, serde attributes, and syntax checks a client can run before
-//! sending (a tag's characters, a title's length). What must not: I/O, clocks, state rules (who
+//! sending (a tag's characters, a title's length, a recipe argument's value: [`form`]), and the
+//! reading of the CSV tables jobs write ([`table`]). What must not: I/O, clocks, state rules (who
 //! may start a collection, which job transitions are allowed): those stay with the service that
 //! owns the data. The OpenAPI documents in docs/api/ describe these types.
 
 pub mod analysis;
 pub mod coordinator;
+pub mod form;
 #[cfg(feature = "schema")]
 pub mod openapi;
 pub mod problem;
 pub mod routes;
+pub mod table;
 
 pub use problem::Problem;

@@ -1,71 +1,352 @@
-//! The sessions page: every session the coordinator knows (tag, title, state, when it began,
-//! how many collections), with loading, error and empty states. Data comes from
-//! `GET /coordinator/v1/sessions` through the gateway; "Refresh" asks again.
+//! The sessions page of one tag: the tag selector, the tag's agents (`pages::agents`) and active
+//! collection, the controls (begin with a title, start, stop, end after a confirmation), and the
+//! tag's sessions with their state, times and collection count; a selected session opens its
+//! detail below (`pages::session`). Data: `GET /status?tag`, `GET /sessions` (all tags, for the
+//! selector) and `GET /sessions?tag`; actions `POST /sessions`, `/start`, `/stop`, `/end`. While
+//! a collection is collecting or stopping the data is fetched again (components::live).
 
-use leptos::prelude::*;
-use nsight_contracts::coordinator::SessionSummary;
+use leptos::{prelude::*, task::spawn_local};
+use nsight_contracts::coordinator::{SessionState, SessionSummary, Tag, TagStatus};
 
-use crate::api;
+use crate::{
+    api::{self, ApiError},
+    app::Shared,
+    components::{
+        live::refresh_while,
+        notice::{Notice, NoticeLine},
+    },
+    format::{utc, utc_or_dash},
+    pages::{agents::agents_table, session::SessionDetail},
+    route::{go, Link, View},
+};
 
-/// A unix-milliseconds time as `YYYY-MM-DD HH:MM:SS UTC`.
-fn utc(ms: u64) -> String {
-    let iso: String = js_sys::Date::new(&wasm_bindgen::JsValue::from_f64(ms as f64))
-        .to_iso_string()
-        .into();
-    // 2024-05-01T12:00:00.000Z -> 2024-05-01 12:00:00 UTC
-    match (iso.get(..10), iso.get(11..19)) {
-        (Some(day), Some(time)) => format!("{day} {time} UTC"),
-        _ => iso,
+/// The tag selector: every tag that has sessions, plus the one shown; another can be typed.
+#[component]
+fn TagSelector(shared: Shared) -> impl IntoView {
+    let all = LocalResource::new(move || {
+        shared.reload.track();
+        api::sessions(None, None)
+    });
+    let typed = RwSignal::new(String::new());
+    let error = RwSignal::new(None::<String>);
+    let tags = move || {
+        let current = shared.view.with(|v| v.tag.clone());
+        let mut tags: Vec<String> = all
+            .get()
+            .and_then(Result::ok)
+            .map(|l| l.sessions.into_iter().map(|s| s.tag.to_string()).collect())
+            .unwrap_or_default();
+        tags.push(current);
+        tags.push(Tag::DEFAULT.to_owned());
+        tags.sort();
+        tags.dedup();
+        tags
+    };
+    let pick = move |tag: String| {
+        go(
+            shared,
+            View {
+                tag,
+                ..View::default()
+            },
+        )
+    };
+    let submit = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        let raw = typed.get_untracked();
+        match Tag::parse(raw.trim()) {
+            Ok(tag) => {
+                error.set(None);
+                typed.set(String::new());
+                pick(tag.to_string());
+            }
+            Err(e) => error.set(Some(e.to_string())),
+        }
+    };
+    view! {
+        <form class="tag-selector" on:submit=submit>
+            <label for="tag-select">"Tag"</label>
+            <select id="tag-select" data-testid="tag-select"
+                on:change=move |ev| pick(event_target_value(&ev))
+                prop:value=move || shared.view.with(|v| v.tag.clone())>
+                {move || tags().into_iter().map(|t| {
+                    let selected = shared.view.with(|v| v.tag == t);
+                    view! { <option value=t.clone() selected=selected>{t.clone()}</option> }
+                }).collect_view()}
+            </select>
+            <label for="tag-other">"Other tag"</label>
+            <input id="tag-other" data-testid="tag-other" placeholder="e.g. training-run"
+                prop:value=move || typed.get() on:input=move |ev| typed.set(event_target_value(&ev))
+                aria-describedby="tag-error"/>
+            <button type="submit">"Show"</button>
+            <span id="tag-error" role="alert" class="field-error">{move || error.get()}</span>
+        </form>
     }
 }
 
-fn row(s: SessionSummary) -> impl IntoView {
-    let state = s.state.as_str();
+/// What a control does, for the confirmation and the notice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Control {
+    Begin,
+    Start,
+    Stop,
+    End,
+}
+
+/// Runs a control against the coordinator; the notice says what happened.
+fn act(
+    shared: Shared,
+    control: Control,
+    title: String,
+    busy: RwSignal<bool>,
+    notice: RwSignal<Option<Notice>>,
+) {
+    let tag = shared.view.with_untracked(|v| v.tag.clone());
+    busy.set(true);
+    spawn_local(async move {
+        let outcome: Result<String, ApiError> = match control {
+            Control::Begin => {
+                let title = (!title.trim().is_empty()).then(|| title.trim().to_owned());
+                api::begin(tag.clone(), title).await.map(|s| {
+                    go(
+                        shared,
+                        View {
+                            tag: tag.clone(),
+                            session: Some(s.id.to_string()),
+                            ..View::default()
+                        },
+                    );
+                    format!("Began session {}", s.id)
+                })
+            }
+            Control::Start => api::start(tag, None).await.map(|s| {
+                let opened = if s.session_created {
+                    " (a new session was opened)"
+                } else {
+                    ""
+                };
+                format!(
+                    "Started collection {} of session {}{opened}: {} agent(s) told to start",
+                    s.collection, s.session, s.agents
+                )
+            }),
+            Control::Stop => api::stop(tag, None).await.map(|s| {
+                format!(
+                    "Stopping collection {} of session {}: {} agent(s) told to stop; now {}",
+                    s.collection,
+                    s.session,
+                    s.agents,
+                    s.state.as_str()
+                )
+            }),
+            Control::End => api::end(tag, None).await.map(|e| match e.stopped {
+                Some(s) => format!(
+                    "Ended session {}; collection {} was stopped",
+                    e.session, s.collection
+                ),
+                None => format!("Ended session {}", e.session),
+            }),
+        };
+        notice.set(Some(match outcome {
+            Ok(text) => Notice::Done(text),
+            Err(e) => Notice::Failed(e.to_string()),
+        }));
+        busy.set(false);
+        shared.refresh();
+    });
+}
+
+/// The tag's agents, open session and active collection, with the controls.
+#[component]
+fn TagPanel(shared: Shared, status: LocalResource<Result<TagStatus, ApiError>>) -> impl IntoView {
+    let title = RwSignal::new(String::new());
+    let busy = RwSignal::new(false);
+    let confirming = RwSignal::new(false);
+    // The confirmation takes the focus when it opens (Cancel, the safe choice); Escape closes it.
+    let cancel_button = NodeRef::<leptos::html::Button>::new();
+    Effect::new(move |_| {
+        if let Some(button) = cancel_button.get() {
+            let _ = button.focus();
+        }
+    });
+    let notice = RwSignal::new(None::<Notice>);
+    let run = move |control: Control| {
+        confirming.set(false);
+        act(shared, control, title.get_untracked(), busy, notice);
+        if control == Control::Begin {
+            title.set(String::new());
+        }
+    };
+    let summary = move || {
+        match status.get() {
+        None => view! { <p data-testid="status-loading">"Loading the tag's status…"</p> }.into_any(),
+        Some(Err(e)) => view! { <p role="alert" data-testid="status-error">{format!("Cannot read the tag's status: {e}")}</p> }.into_any(),
+        Some(Ok(s)) => {
+            let agents = format!("{} of {} agent(s) connected", s.agent_counts.connected, s.agent_counts.known);
+            let open = match &s.active_session {
+                Some(o) => format!("Open session: {} {}", o.id, o.title.as_ref().map(|t| format!("“{t}”")).unwrap_or_default()),
+                None => "No open session".to_owned(),
+            };
+            let collection = match &s.active_collection {
+                Some(c) => format!("Collection {} is {} since {}", c.id, c.state.as_str(), utc(c.started_at.0)),
+                None => "Nothing is collecting".to_owned(),
+            };
+            view! {
+                <ul class="tag-status" data-testid="tag-status">
+                    <li data-testid="agents-connected">{agents}</li>
+                    <li data-testid="open-session">{open}</li>
+                    <li data-testid="active-collection">{collection}</li>
+                </ul>
+                {agents_table(s.agents, s.agent_counts.known)}
+            }
+            .into_any()
+        }
+    }
+    };
     view! {
-        <tr data-testid="session-row" data-session=s.id.to_string()>
-            <td><code>{s.id.to_string()}</code></td>
+        <section class="controls" aria-labelledby="controls-heading">
+            <h2 id="controls-heading">{move || format!("Tag {}", shared.view.with(|v| v.tag.clone()))}</h2>
+            {summary}
+            <div class="buttons">
+                <label for="session-title">"Title"</label>
+                <input id="session-title" data-testid="session-title" placeholder="optional title of a new session"
+                    prop:value=move || title.get() on:input=move |ev| title.set(event_target_value(&ev))/>
+                <button data-testid="begin" disabled=move || busy.get() on:click=move |_| run(Control::Begin)>"Begin session"</button>
+                <button data-testid="start" disabled=move || busy.get() on:click=move |_| run(Control::Start)>"Start collection"</button>
+                <button data-testid="stop" disabled=move || busy.get() on:click=move |_| run(Control::Stop)>"Stop collection"</button>
+                <button data-testid="end" disabled=move || busy.get() on:click=move |_| confirming.set(true)>"End session…"</button>
+            </div>
+            <Show when=move || confirming.get()>
+                <div class="confirm" role="alertdialog" aria-labelledby="confirm-text" data-testid="end-confirm"
+                    on:keydown=move |ev| if ev.key() == "Escape" { confirming.set(false) }>
+                    <p id="confirm-text">{move || format!(
+                        "End the open session of tag {}? A collection still collecting is stopped, and no new collection can start in it.",
+                        shared.view.with(|v| v.tag.clone()))}</p>
+                    <button data-testid="end-confirm-yes" on:click=move |_| run(Control::End)>"End session"</button>
+                    <button data-testid="end-confirm-no" node_ref=cancel_button on:click=move |_| confirming.set(false)>"Cancel"</button>
+                </div>
+            </Show>
+            <NoticeLine notice testid="action-notice"/>
+        </section>
+    }
+}
+
+fn row(shared: Shared, s: SessionSummary, selected: bool) -> impl IntoView {
+    let id = s.id.to_string();
+    let to = View {
+        tag: s.tag.to_string(),
+        session: Some(id.clone()),
+        state: shared.view.with_untracked(|v| v.state.clone()),
+        ..View::default()
+    };
+    let label = id.clone();
+    view! {
+        <tr data-testid="session-row" data-session=id class:selected=selected>
+            <td><Link shared to testid="session-link" current=selected><code>{label}</code></Link></td>
             <td>{s.tag.to_string()}</td>
             <td>{s.title.map(|t| t.to_string()).unwrap_or_default()}</td>
-            <td data-testid="session-state">{state}</td>
+            <td data-testid="session-state">{s.state.as_str()}</td>
             <td>{utc(s.created_at.0)}</td>
-            <td>{s.collections}</td>
+            <td>{utc_or_dash(s.ended_at.map(|m| m.0))}</td>
+            <td data-testid="session-collections">{s.collections}</td>
         </tr>
     }
 }
 
 #[component]
-pub fn SessionsPage() -> impl IntoView {
-    let sessions = LocalResource::new(api::sessions);
+pub fn SessionsPage(shared: Shared) -> impl IntoView {
+    let tag = Memo::new(move |_| shared.view.with(|v| v.tag.clone()));
+    let status = LocalResource::new(move || {
+        shared.reload.track();
+        api::status(tag.get())
+    });
+    let state = Memo::new(move |_| shared.view.with(|v| v.state.clone()));
+    let sessions = LocalResource::new(move || {
+        shared.reload.track();
+        api::sessions(Some(tag.get()), state.get())
+    });
+    let filter = move |ev: leptos::ev::Event| {
+        let value = event_target_value(&ev);
+        let mut to = shared.view.get_untracked();
+        to.state = (!value.is_empty()).then_some(value);
+        go(shared, to);
+    };
+    let state_options = [SessionState::Open, SessionState::Ended].map(|s| {
+        let name = s.as_str();
+        view! { <option value=name selected=move || state.get().as_deref() == Some(name)>{name}</option> }
+    });
+    let live = Signal::derive(move || {
+        status
+            .get()
+            .and_then(Result::ok)
+            .is_some_and(|s| s.active_collection.is_some_and(|c| c.state.is_open()))
+    });
+    refresh_while(shared, live);
+    let list = move || {
+        match sessions.get() {
+        None => view! { <p data-testid="sessions-loading">"Loading sessions…"</p> }.into_any(),
+        Some(Err(e)) => view! {
+            <p data-testid="sessions-error" role="alert">{format!("Cannot list sessions: {e}")}</p>
+        }
+        .into_any(),
+        Some(Ok(list)) if list.sessions.is_empty() && state.get().is_some() => view! {
+            <p data-testid="sessions-empty">"No session of this tag is in that state."</p>
+        }
+        .into_any(),
+        Some(Ok(list)) if list.sessions.is_empty() => view! {
+            <p data-testid="sessions-empty">"No sessions on this tag yet: begin one above, or with nsight-cloud session-begin."</p>
+        }
+        .into_any(),
+        Some(Ok(list)) => {
+            let selected = shared.view.with(|v| v.session.clone());
+            // Newest first: the one just begun is at the top.
+            let rows = list.sessions.into_iter().rev().map(|s| {
+                let is = selected.as_deref() == Some(s.id.to_string().as_str());
+                row(shared, s, is)
+            });
+            view! {
+                <table data-testid="sessions">
+                    <caption>"Sessions of this tag, newest first"</caption>
+                    <thead>
+                        <tr>
+                            <th scope="col">"Session"</th>
+                            <th scope="col">"Tag"</th>
+                            <th scope="col">"Title"</th>
+                            <th scope="col">"State"</th>
+                            <th scope="col">"Began"</th>
+                            <th scope="col">"Ended"</th>
+                            <th scope="col">"Collections"</th>
+                        </tr>
+                    </thead>
+                    <tbody>{rows.collect_view()}</tbody>
+                </table>
+            }
+            .into_any()
+        }
+    }
+    };
+    // A memo: the detail is built again only when another session is selected.
+    let selected = Memo::new(move |_| shared.view.with(|v| v.session.clone()));
+    let detail = move || {
+        selected
+            .get()
+            .map(|id| view! { <SessionDetail shared id/> })
+    };
     view! {
+        <TagSelector shared/>
+        <TagPanel shared status/>
         <section aria-labelledby="sessions-heading">
             <h2 id="sessions-heading">"Sessions"</h2>
-            <button data-testid="refresh" on:click=move |_| sessions.refetch()>
-                "Refresh"
-            </button>
-            {move || match sessions.get() {
-                None => view! { <p data-testid="sessions-loading">"Loading sessions…"</p> }.into_any(),
-                Some(Err(e)) => view! {
-                    <p data-testid="sessions-error" role="alert">{format!("Cannot list sessions: {e}")}</p>
-                }.into_any(),
-                Some(Ok(list)) if list.sessions.is_empty() => view! {
-                    <p data-testid="sessions-empty">"No sessions yet: begin one with nsight-cloud session-begin or profiler-start."</p>
-                }.into_any(),
-                Some(Ok(list)) => view! {
-                    <table data-testid="sessions">
-                        <thead>
-                            <tr>
-                                <th scope="col">"Session"</th>
-                                <th scope="col">"Tag"</th>
-                                <th scope="col">"Title"</th>
-                                <th scope="col">"State"</th>
-                                <th scope="col">"Created"</th>
-                                <th scope="col">"Collections"</th>
-                            </tr>
-                        </thead>
-                        <tbody>{list.sessions.into_iter().map(row).collect_view()}</tbody>
-                    </table>
-                }.into_any(),
-            }}
+            <div class="buttons">
+                <label for="session-state-filter">"State"</label>
+                <select id="session-state-filter" data-testid="session-state-filter" on:change=filter>
+                    <option value="" selected=move || state.get().is_none()>"any"</option>
+                    {state_options}
+                </select>
+                <button data-testid="refresh" on:click=move |_| shared.refresh()>"Refresh"</button>
+            </div>
+            {list}
         </section>
+        {detail}
     }
 }

@@ -69,8 +69,8 @@ pub fn run(layout: &Layout, args: &[String]) -> Result<()> {
     let flags = flags(args)?;
     // Everything but what only the tests use: the Kubernetes API server (~32 min to build
     // cold), helm and the OpenID provider.
-    // The S3 server too: the demo keeps reports in a local directory.
-    const TEST_ONLY: [&str; 5] = ["apt-test", "kube", "helm", "oidc", "s3"];
+    // The S3 server too: the demo keeps reports in a local directory; and the browser driver.
+    const TEST_ONLY: [&str; 6] = ["apt-test", "kube", "helm", "oidc", "s3", "playwright"];
     let steps: Vec<String> = setup::STEPS
         .iter()
         .map(|(name, _)| (*name).to_owned())

