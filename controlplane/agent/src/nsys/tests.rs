@@ -136,7 +136,7 @@ fn the_state_machine_runs_start_stop_export_once_per_collection() {
 
 #[test]
 fn the_duration_is_read_as_nsys_reads_it() {
-    let d = |s: &str| super::duration_of(&super::split_tool_args(s));
+    let d = |s: &str| duration_of(&split_tool_args(s));
     assert_eq!(d("-t cuda,nvtx --duration=3"), Some(3));
     assert_eq!(d("--duration 7 -t nvtx"), Some(7));
     assert_eq!(d("-d 5"), Some(5));
