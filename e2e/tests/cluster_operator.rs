@@ -19,64 +19,26 @@
     reason = "tests fail loudly on unexpected errors"
 )]
 
-use std::{path::PathBuf, process::Command, time::Duration};
+use std::{path::PathBuf, time::Duration};
 
 use nsight_e2e::{
     cli::Cli,
     cluster,
-    kube::{chart_dir, helm, helm_bin},
+    kube::{chart_dir, helm_bin},
     wait_for, TempDir,
 };
 use serde_json::{json, Value};
 
+#[path = "support/node_release.rs"]
+mod node_release;
 #[path = "support/port_forward.rs"]
 mod port_forward;
+
+use node_release::{b64, condition, helm_on, Release};
 
 const AGENT_WAIT: Duration = Duration::from_secs(120);
 /// The gateway's API key in this test.
 const API_KEY: &str = "e2e-node-key-7f3a9c";
-
-/// helm against the node's API server.
-fn helm_on(kubeconfig: &std::path::Path, args: &[&str]) -> String {
-    let mut all = vec![
-        "--kubeconfig",
-        kubeconfig.to_str().expect("kubeconfig path"),
-    ];
-    all.extend_from_slice(args);
-    helm(&all)
-}
-
-fn b64(s: &str) -> String {
-    use base64::Engine as _;
-    base64::engine::general_purpose::STANDARD.encode(s)
-}
-
-/// The release, uninstalled when the test ends (its cluster-scoped webhook configuration
-/// would otherwise outlive the namespace).
-struct Release {
-    helm: PathBuf,
-    kubeconfig: PathBuf,
-    name: String,
-    namespace: String,
-}
-
-impl Drop for Release {
-    fn drop(&mut self) {
-        let _ = Command::new(&self.helm)
-            .env("KUBECONFIG", &self.kubeconfig)
-            .args(["uninstall", &self.name, "-n", &self.namespace, "--wait"])
-            .output();
-    }
-}
-
-fn condition(c: &cluster::Cluster, path: &str, kind: &str) -> Option<Value> {
-    let (_, cr) = c.request("GET", path, None);
-    cr["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|x| x["type"] == kind && x["status"] == "True")
-        .cloned()
-}
 
 #[test]
 fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {

@@ -1,0 +1,209 @@
+//! Profiling on a real node survives what a cluster does to it: a profiled Pod deleted in the
+//! middle of a collection, the operator's Pod (its leader) killed in the middle of a session,
+//! and `helm upgrade` with changed values.
+//!
+//! ```text
+//! helm install -> storage + coordinator Ready -> Deployment `sample` (2 replicas, labelled)
+//!   collection 1: start -> delete Pod A -> stop -> completed/incomplete; A's outcome is
+//!                 settled (uploaded on its way out, or lost) and B's is uploaded
+//!   A's replacement registers; the operator Pod is deleted mid-session
+//!   collection 2 (the operator restarting): both agents upload; the new leader reconciles
+//!                 an NsightAnalysis created after the kill to Ready
+//!   helm upgrade --set webhook.tag=gpu -> restarted samples register under tag `gpu`
+//! ```
+//! The coordinator's REST API is reached through the API server's service proxy here (the
+//! gateway and the CLI are `cluster_operator.rs`). Needs root, `cargo xtask image all` and
+//! `cargo xtask setup helm` (CI does all three).
+
+#![allow(
+    clippy::expect_used,
+    clippy::panic,
+    clippy::unwrap_used,
+    reason = "tests fail loudly on unexpected errors"
+)]
+
+use std::time::Duration;
+
+use nsight_e2e::{cluster, wait_for};
+use serde_json::{json, Value};
+
+#[path = "support/node_release.rs"]
+mod node_release;
+
+use node_release::{create_ready, sample_deployment, Release};
+
+const VALUES: &str = "image: {pullPolicy: Never}\nmachineConfig: null\nwebhook:\n  coordinatorUrl: 'https://nsight-coordinator.{namespace}.svc:8081'\n";
+
+/// The connected agents of `tag` by pod name, once there are `n`.
+fn connected(c: &cluster::Cluster, coordinator: &str, tag: &str, n: usize) -> Option<Vec<String>> {
+    let (_, status) = c.request("GET", &format!("{coordinator}/status?tag={tag}"), None);
+    let pods: Vec<String> = status["agents"]
+        .as_array()?
+        .iter()
+        .filter(|a| a["connected"] == true)
+        .filter_map(|a| a["info"]["identity"]["pod"].as_str().map(str::to_owned))
+        .collect();
+    (pods.len() == n).then_some(pods)
+}
+
+/// The collection `index` of `session` once it is no longer open.
+fn settled(c: &cluster::Cluster, coordinator: &str, session: &str, index: usize) -> Option<Value> {
+    let (_, s) = c.request("GET", &format!("{coordinator}/sessions/{session}"), None);
+    let col = s["collections"][index].clone();
+    matches!(col["state"].as_str(), Some("completed" | "incomplete")).then_some(col)
+}
+
+/// The outcome of the agent in `pod` in `collection`.
+fn outcome_of<'a>(collection: &'a Value, pod: &str) -> Option<&'a Value> {
+    collection["agents"]
+        .as_object()?
+        .iter()
+        .find(|(key, _)| key.contains(pod))
+        .map(|(_, v)| v)
+}
+
+#[test]
+fn a_pod_deleted_mid_collection_a_killed_leader_and_a_helm_upgrade_keep_profiling() {
+    let c = cluster::shared();
+    let system = cluster::TestNamespace::create(&c, "nsight-life");
+    let team = cluster::TestNamespace::create(&c, "life-team");
+    let (sys, ns) = (system.name.clone(), team.name.clone());
+    let release = Release::install(&c, &format!("life{}", std::process::id()), &sys, VALUES);
+
+    create_ready(
+        &c,
+        &ns,
+        vec![
+            (
+                "nsightcloudstorageconfigs",
+                json!({"kind": "NsightCloudStorageConfig", "metadata": {"name": "team-storage"}, "spec": {}}),
+            ),
+            (
+                "nsightcoordinators",
+                json!({"kind": "NsightCoordinator", "metadata": {"name": "nsight-coordinator"},
+                       "spec": {"cloudStorageRef": "team-storage"}}),
+            ),
+        ],
+        &[
+            ("nsightcloudstorageconfigs", "team-storage", "BucketReady"),
+            ("nsightcoordinators", "nsight-coordinator", "Ready"),
+        ],
+    );
+    c.create(
+        &format!("/apis/apps/v1/namespaces/{ns}/deployments"),
+        &sample_deployment(
+            "sample",
+            2,
+            json!({"app": "sample", "nvidia-nsight-profile": "enabled"}),
+        ),
+    );
+    let coordinator =
+        format!("/api/v1/namespaces/{ns}/services/http:nsight-coordinator:http/proxy/v1");
+    let pods = wait_for(Duration::from_secs(120), || {
+        connected(&c, &coordinator, "default", 2)
+    })
+    .unwrap_or_else(|| panic!("two agents never connected\n{}", c.describe_namespace(&ns)));
+
+    // 1. A Pod deleted in the middle of a collection.
+    let (status, started) = c.request("POST", &format!("{coordinator}/start"), Some(&json!({})));
+    assert_eq!(status, 200, "start: {started}");
+    let session = started["session"].as_str().expect("session").to_owned();
+    std::thread::sleep(Duration::from_secs(1));
+    let (deleted, kept) = (&pods[0], &pods[1]);
+    let (status, _) = c.request(
+        "DELETE",
+        &format!("/api/v1/namespaces/{ns}/pods/{deleted}"),
+        None,
+    );
+    assert_eq!(status, 200, "delete {deleted}");
+    std::thread::sleep(Duration::from_secs(1));
+    let (status, stopped) = c.request("POST", &format!("{coordinator}/stop"), Some(&json!({})));
+    assert_eq!(status, 200, "stop: {stopped}");
+    let first = wait_for(Duration::from_secs(90), || {
+        settled(&c, &coordinator, &session, 0)
+    })
+    .unwrap_or_else(|| panic!("collection 1 never settled\n{}", c.describe_namespace(&ns)));
+    eprintln!("collection 1 after deleting {deleted}: {first}");
+    let kept_outcome = outcome_of(&first, kept).expect("the kept Pod's outcome");
+    assert_eq!(kept_outcome["state"], "uploaded", "{first}");
+    let deleted_outcome = outcome_of(&first, deleted).expect("the deleted Pod's outcome");
+    assert!(
+        matches!(
+            deleted_outcome["state"].as_str(),
+            Some("uploaded" | "lost" | "failed" | "timedOut")
+        ),
+        "the deleted Pod's agent must settle with a state a user can read: {first}"
+    );
+    if deleted_outcome["state"] != "uploaded" {
+        assert!(
+            deleted_outcome["reason"]
+                .as_str()
+                .is_some_and(|r| !r.is_empty()),
+            "a report that did not arrive says why: {first}"
+        );
+    }
+
+    // 2. The replacement registers; the operator's Pod (the leader) is killed mid-session.
+    let pods = wait_for(Duration::from_secs(120), || {
+        connected(&c, &coordinator, "default", 2).filter(|p| !p.contains(deleted))
+    })
+    .unwrap_or_else(|| panic!("no replacement agent\n{}", c.describe_namespace(&ns)));
+    let (_, operator_pods) = c.request("GET", &format!("/api/v1/namespaces/{sys}/pods"), None);
+    let leader = operator_pods["items"][0]["metadata"]["name"]
+        .as_str()
+        .expect("the operator Pod")
+        .to_owned();
+    let (status, _) = c.request(
+        "DELETE",
+        &format!("/api/v1/namespaces/{sys}/pods/{leader}?gracePeriodSeconds=0"),
+        None,
+    );
+    assert_eq!(status, 200, "kill the leader {leader}");
+    let (status, started) = c.request("POST", &format!("{coordinator}/start"), Some(&json!({})));
+    assert_eq!(status, 200, "start while the operator restarts: {started}");
+    assert_eq!(started["session"], session.as_str(), "{started}");
+    // A resource created after the kill is reconciled by the next leader.
+    create_ready(
+        &c,
+        &ns,
+        vec![(
+            "nsightanalyses",
+            json!({"kind": "NsightAnalysis", "metadata": {"name": "nsight-analysis"},
+                   "spec": {"cloudStorageRef": "team-storage"}}),
+        )],
+        &[("nsightanalyses", "nsight-analysis", "Ready")],
+    );
+    let (status, stopped) = c.request("POST", &format!("{coordinator}/stop"), Some(&json!({})));
+    assert_eq!(status, 200, "stop: {stopped}");
+    let second = wait_for(Duration::from_secs(90), || {
+        settled(&c, &coordinator, &session, 1)
+    })
+    .unwrap_or_else(|| panic!("collection 2 never settled\n{}", c.describe_namespace(&ns)));
+    assert_eq!(second["state"], "completed", "{second}");
+    for pod in &pods {
+        assert_eq!(
+            outcome_of(&second, pod).map(|o| o["state"].clone()),
+            Some(json!("uploaded")),
+            "{pod}: {second}"
+        );
+    }
+
+    // 3. helm upgrade with a changed value: Pods admitted afterwards carry the new tag.
+    release.apply(&c, "upgrade", &format!("{VALUES}  tag: gpu\n"));
+    // The Deployment re-creates the deleted Pods, admitted by the upgraded webhook.
+    let (status, deleted) = c.request(
+        "DELETE",
+        &format!("/api/v1/namespaces/{ns}/pods?labelSelector=app%3Dsample"),
+        None,
+    );
+    assert_eq!(status, 200, "restart the samples: {deleted}");
+    wait_for(Duration::from_secs(120), || {
+        connected(&c, &coordinator, "gpu", 2)
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "the restarted samples did not register under tag gpu\n{}",
+            c.describe_namespace(&ns)
+        )
+    });
+}
