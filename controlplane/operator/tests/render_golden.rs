@@ -57,7 +57,10 @@ fn render_case(case: &str) -> (Value, Desired) {
     let cr = docs[0].clone();
     let s = settings();
     let desired = match cr["kind"].as_str().unwrap() {
-        "NsightCoordinator" => coordinator::render(&parse::<NsightCoordinator>(&cr), None, &s),
+        "NsightCoordinator" => {
+            let storage = docs.get(1).map(parse::<NsightCloudStorageConfig>);
+            coordinator::render(&parse::<NsightCoordinator>(&cr), storage.as_ref(), &s)
+        }
         "NsightAnalysis" => {
             let storage = docs.get(1).map(parse::<NsightCloudStorageConfig>);
             analysis::render(&parse::<NsightAnalysis>(&cr), storage.as_ref(), &s)
@@ -95,9 +98,10 @@ fn check_golden(case: &str) {
     );
 }
 
-const CASES: [&str; 7] = [
+const CASES: [&str; 8] = [
     "coordinator",
     "coordinator-tls",
+    "coordinator-storage",
     "analysis-s3",
     "analysis-minio",
     "analysis-local",
