@@ -307,7 +307,7 @@ pub async fn wait(
     mut child: tokio::process::Child,
     pid: u32,
 ) -> anyhow::Result<std::process::ExitStatus> {
-    let forwarding = crate::signals::forward_to(pid);
+    let forwarding = crate::signals::forward_to(pid, None);
     let status = crate::run::wait_child(&mut child).await;
     forwarding.abort();
     Ok(status?)

@@ -120,6 +120,15 @@ impl ControlServer {
         }
     }
 
+    /// A handle that saves the processes' recordings before the agent forwards a terminating
+    /// signal (see [`Checkpoint`]).
+    pub fn checkpoint(&self) -> Checkpoint {
+        Checkpoint {
+            dump_dir: self.dump_dir.clone(),
+            shared: Arc::clone(&self.shared),
+        }
+    }
+
     /// Stops every process and returns the dumps of this window (including those written at
     /// exit by processes that ended meanwhile). Processes that never recorded give none.
     pub async fn stop(&self, collection: &str) -> Vec<ProcessDump> {
@@ -154,6 +163,49 @@ impl ControlServer {
         }
         dumps.sort_by_key(|d| d.dump.pid);
         dumps
+    }
+}
+
+/// Saves what the processes recorded so far, while they can still write it: SIGTERM (a Pod
+/// deleted, a rollout) kills a program that does not handle it before the injection library's
+/// exit handler runs, and the collection's data would be lost. Each recording process is asked
+/// to stop and dump to `<pid>.signal.exit.json`, which the next [`ControlServer::stop`] picks
+/// up with the other exit dumps; bounded, so the signal is never held back long.
+#[derive(Clone, Debug)]
+pub struct Checkpoint {
+    dump_dir: PathBuf,
+    shared: Arc<Shared>,
+}
+
+/// How long a checkpoint may hold back a forwarded signal.
+const CHECKPOINT_TIMEOUT: Duration = Duration::from_secs(2);
+
+impl Checkpoint {
+    /// Returns how many processes dumped (0 when nothing is being collected).
+    pub async fn save(&self) -> usize {
+        if !self.shared.collecting.load(Ordering::SeqCst) {
+            return 0;
+        }
+        let sessions: Vec<(u32, mpsc::Sender<Request>)> = {
+            let mut sessions = self.shared.sessions.lock().await;
+            sessions.retain(|s| !s.tx.is_closed());
+            sessions.iter().map(|s| (s.pid, s.tx.clone())).collect()
+        };
+        let mut saved = 0;
+        let all = async {
+            for (pid, tx) in sessions {
+                let path = self.dump_dir.join(format!("{pid}.signal.exit.json"));
+                match request(&tx, Command::Stop(path)).await {
+                    Ok(Reply::Dumped(_)) => saved += 1,
+                    Ok(other) => tracing::warn!(pid, reply = ?other, "a process did not dump"),
+                    Err(e) => tracing::warn!(pid, error = %e, "a process did not dump"),
+                }
+            }
+        };
+        if tokio::time::timeout(CHECKPOINT_TIMEOUT, all).await.is_err() {
+            tracing::warn!("saving the recordings before the signal took too long");
+        }
+        saved
     }
 }
 

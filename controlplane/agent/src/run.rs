@@ -285,7 +285,7 @@ async fn run_nvtx(
         .map_err(|e| anyhow::anyhow!("cannot start {program}: {e}"))?;
     mark_target_started();
     let pid = child.id().unwrap_or_default();
-    let forwarding = crate::signals::forward_to(pid);
+    let forwarding = crate::signals::forward_to(pid, Some(server.checkpoint()));
     tracing::info!(pid, program, mode = ?options.mode, "target started");
     let status = match options.mode {
         Mode::Launch => {

@@ -1,12 +1,18 @@
 //! Signals sent to the agent reach the profiled program: the agent stands in for the program it
 //! wraps (the exec hook replaced the program with `nsight-agent run -- <argv>`), so SIGTERM from
 //! Kubernetes, Ctrl-C in a terminal, SIGHUP and SIGQUIT are forwarded to it, and the agent then
-//! exits with the program's status once the program has reacted.
+//! exits with the program's status once the program has reacted. While collecting NVTX ranges,
+//! the recordings are saved first (`nvtx::Checkpoint`), so a deleted Pod still uploads them.
 
 use tokio::signal::unix::{signal, SignalKind};
 
 /// Forwards SIGTERM, SIGINT, SIGHUP and SIGQUIT to `pid` until the returned task is aborted.
-pub fn forward_to(pid: u32) -> tokio::task::JoinHandle<()> {
+/// With a `checkpoint`, what the program recorded is saved before SIGTERM or SIGINT reaches it
+/// (a program that does not handle them dies before it could write its data).
+pub fn forward_to(
+    pid: u32,
+    checkpoint: Option<crate::nvtx::Checkpoint>,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let kinds = [
             SignalKind::terminate(),
@@ -24,6 +30,13 @@ pub fn forward_to(pid: u32) -> tokio::task::JoinHandle<()> {
         loop {
             let received = futures_first(&mut streams).await;
             let Some(kind) = received else { return };
+            let terminating = kind == SignalKind::terminate() || kind == SignalKind::interrupt();
+            if let (true, Some(checkpoint)) = (terminating, &checkpoint) {
+                let saved = checkpoint.save().await;
+                if saved > 0 {
+                    tracing::info!(processes = saved, "recordings saved before the signal");
+                }
+            }
             tracing::info!(
                 signal = kind.as_raw_value(),
                 pid,
