@@ -331,28 +331,7 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
     );
 
     // 6. nvtx_sum over the session, in the analysis service that reads the same storage.
-    let job = cli.json(&[
-        "analysis",
-        "run",
-        "nvtx_sum",
-        "--session",
-        &session,
-        "--wait",
-    ]);
-    assert_eq!(job["status"], "succeeded", "{job}");
-    let id = job["id"].as_str().expect("job id").to_owned();
-    let results = dir.path().join("results");
-    cli.ok(&[
-        "analysis",
-        "reports",
-        "download",
-        &id,
-        "-o",
-        results.to_str().expect("path"),
-    ]);
-    let csv_path = find_file(&results, "nvtx-sum.csv").expect("the CSV");
-    let csv = std::fs::read_to_string(&csv_path).expect("read the CSV");
-    check_sample_ranges(&csv);
+    check_sample_ranges(&nvtx_sum_csv(&cli, &session, &dir.path().join("results")));
 
     // 7. The session ends.
     let ended = cli.json(&["session-end"]);
@@ -430,30 +409,11 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
         .filter(|s| s.starts_with("launch-"))
         .unwrap_or_else(|| panic!("no launch session in the agent's log:\n{stored}"))
         .to_owned();
-    let job = cli.json(&[
-        "analysis",
-        "run",
-        "nvtx_sum",
-        "--session",
+    check_sample_ranges(&nvtx_sum_csv(
+        &cli,
         &launch_session,
-        "--wait",
-    ]);
-    assert_eq!(job["status"], "succeeded", "{job}");
-    let id = job["id"].as_str().expect("job id").to_owned();
-    let launch_results = dir.path().join("launch-results");
-    cli.ok(&[
-        "analysis",
-        "reports",
-        "download",
-        &id,
-        "-o",
-        launch_results.to_str().expect("path"),
-    ]);
-    let csv = std::fs::read_to_string(
-        find_file(&launch_results, "nvtx-sum.csv").expect("the launch-mode CSV"),
-    )
-    .expect("read the CSV");
-    check_sample_ranges(&csv);
+        &dir.path().join("launch-results"),
+    ));
 
     // 9. helm uninstall leaves nothing of the release behind (the CRDs stay, as Helm keeps
     //    them; the team namespace's resources are the user's).
@@ -479,6 +439,31 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
             .filter(|p| c.request("GET", p, None).0 != 404)
             .collect::<Vec<_>>()
     );
+}
+
+/// `analysis run nvtx_sum --session <session> --wait` through the CLI; its CSV, downloaded
+/// into `dir`.
+fn nvtx_sum_csv(cli: &Cli<'_>, session: &str, dir: &std::path::Path) -> String {
+    let job = cli.json(&[
+        "analysis",
+        "run",
+        "nvtx_sum",
+        "--session",
+        session,
+        "--wait",
+    ]);
+    assert_eq!(job["status"], "succeeded", "{job}");
+    let id = job["id"].as_str().expect("job id").to_owned();
+    cli.ok(&[
+        "analysis",
+        "reports",
+        "download",
+        &id,
+        "-o",
+        dir.to_str().expect("path"),
+    ]);
+    let csv = find_file(dir, "nvtx-sum.csv").expect("the CSV");
+    std::fs::read_to_string(csv).expect("read the CSV")
 }
 
 /// The first file under `dir` whose name ends with `suffix`.

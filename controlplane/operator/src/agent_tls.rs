@@ -14,9 +14,12 @@
 //!  http://...                                -> nothing (a plaintext channel)
 //! ```
 
-use k8s_openapi::api::core::v1::{KeyToPath, SecretVolumeSource, Volume, VolumeMount};
+use k8s_openapi::api::core::v1::{SecretVolumeSource, Volume, VolumeMount};
 
-use crate::{certs::AGENT_KEYS, render::coordinator::tls_secret_name};
+use crate::{
+    certs::AGENT_KEYS,
+    render::coordinator::{key_items, tls_secret_name},
+};
 
 /// The volume's name in the Pod.
 pub const VOLUME: &str = "nsight-agent-tls";
@@ -43,16 +46,7 @@ pub fn volume(secret: &str) -> Volume {
         name: VOLUME.into(),
         secret: Some(SecretVolumeSource {
             secret_name: Some(secret.to_owned()),
-            items: Some(
-                AGENT_KEYS
-                    .iter()
-                    .map(|k| KeyToPath {
-                        key: (*k).into(),
-                        path: (*k).into(),
-                        ..KeyToPath::default()
-                    })
-                    .collect(),
-            ),
+            items: Some(key_items(&AGENT_KEYS)),
             optional: Some(true),
             ..SecretVolumeSource::default()
         }),

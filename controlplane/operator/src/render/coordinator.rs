@@ -44,6 +44,17 @@ pub fn tls_secret_name(coordinator: &str) -> String {
     format!("{coordinator}-agent-tls")
 }
 
+/// A Secret volume's projection of `keys`, each under its own name (the rest stays out).
+pub fn key_items(keys: &[&str]) -> Vec<KeyToPath> {
+    keys.iter()
+        .map(|k| KeyToPath {
+            key: (*k).into(),
+            path: (*k).into(),
+            ..KeyToPath::default()
+        })
+        .collect()
+}
+
 /// Whether the agent channel is mutual TLS (the default).
 pub fn encrypted(cr: &NsightCoordinator) -> bool {
     cr.spec.curve_encryption.as_ref().is_none_or(|t| t.enabled)
@@ -104,16 +115,7 @@ pub fn render(
             name: "agent-tls".into(),
             secret: Some(SecretVolumeSource {
                 secret_name: Some(tls_secret_name(&owner.name)),
-                items: Some(
-                    certs::SERVER_KEYS
-                        .iter()
-                        .map(|k| KeyToPath {
-                            key: (*k).into(),
-                            path: (*k).into(),
-                            ..KeyToPath::default()
-                        })
-                        .collect(),
-                ),
+                items: Some(key_items(&certs::SERVER_KEYS)),
                 ..SecretVolumeSource::default()
             }),
             ..Volume::default()
