@@ -77,22 +77,20 @@ pub fn today() -> Date {
     civil_from_days(i64::try_from(days).unwrap_or(0))
 }
 
-/// Days since 1970-01-01 -> (year, month, day) (H. Hinnant's algorithm).
+/// Days since 1970-01-01 -> (year, month, day), by jiff's civil calendar (k8s-openapi's).
 fn civil_from_days(days: i64) -> Date {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (
-        i32::try_from(year).unwrap_or(1970),
-        u8::try_from(month).unwrap_or(1),
-        u8::try_from(day).unwrap_or(1),
-    )
+    use k8s_openapi::jiff::{civil, Span};
+    Span::new()
+        .try_days(days)
+        .ok()
+        .and_then(|span| civil::date(1970, 1, 1).checked_add(span).ok())
+        .map_or((1970, 1, 1), |d| {
+            (
+                i32::from(d.year()),
+                u8::try_from(d.month()).unwrap_or(1),
+                u8::try_from(d.day()).unwrap_or(1),
+            )
+        })
 }
 
 fn validity(params: &mut CertificateParams, (y, m, d): Date) {
