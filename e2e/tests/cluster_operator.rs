@@ -501,7 +501,9 @@ fn check_sample_ranges(csv: &str) {
     let (_, forward) = rows["demo:forward"];
     let (_, backward) = rows["demo:backward"];
     assert!(epochs >= 5.0, "{csv}");
-    assert!((steps - 5.0 * epochs).abs() <= 5.0, "{csv}");
+    // A window cuts an epoch at each end: the steps of those two partial epochs (at most 4
+    // each) count, their epochs do not (seen in CI: 28 epochs, 146 steps).
+    assert!((steps - 5.0 * epochs).abs() <= 10.0, "{csv}");
     assert!(
         (4.0e6..6.0e6).contains(&forward),
         "forward {forward} ns\n{csv}"
