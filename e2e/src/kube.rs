@@ -111,6 +111,26 @@ pub fn helm(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The documents of a YAML stream (`helm template` output) as JSON, empty ones left out.
+pub fn yaml_documents(text: &str) -> Vec<Value> {
+    let mut docs = vec![String::new()];
+    for line in text.lines() {
+        if line == "---" {
+            docs.push(String::new());
+        } else if let Some(doc) = docs.last_mut() {
+            doc.push_str(line);
+            doc.push('\n');
+        }
+    }
+    docs.iter()
+        .map(|doc| {
+            serde_norway::from_str::<Value>(doc)
+                .unwrap_or_else(|e| panic!("not a YAML document ({e}):\n{doc}"))
+        })
+        .filter(|doc| !doc.is_null())
+        .collect()
+}
+
 /// A running etcd + kube-apiserver pair; both are killed on drop.
 #[derive(Debug)]
 pub struct Kube {

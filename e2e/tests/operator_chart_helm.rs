@@ -16,7 +16,7 @@
 use std::{path::PathBuf, process::Command};
 
 use nsight_e2e::{
-    kube::{chart_dir, helm, Kube},
+    kube::{chart_dir, helm, yaml_documents, Kube},
     TempDir,
 };
 use serde_json::{json, Value};
@@ -30,7 +30,8 @@ fn chart() -> PathBuf {
 
 /// `helm lint --strict` then `helm template --include-crds` with `extra` value arguments; the
 /// rendered documents as JSON.
-fn render(release: &str, extra: &[&str]) -> Vec<Value> {
+/// Each release in its own namespace: the control-plane CRs have the documented fixed names.
+fn render(release: &str, namespace: &str, extra: &[&str]) -> Vec<Value> {
     let chart = chart();
     let chart = chart.to_str().unwrap();
     let mut lint = vec!["lint", "--strict", chart];
@@ -41,25 +42,11 @@ fn render(release: &str, extra: &[&str]) -> Vec<Value> {
         release,
         chart,
         "--namespace",
-        NAMESPACE,
+        namespace,
         "--include-crds",
     ];
     template.extend_from_slice(extra);
-    let text = helm(&template);
-    let mut docs = vec![String::new()];
-    for line in text.lines() {
-        if line == "---" {
-            docs.push(String::new());
-        } else {
-            let doc = docs.last_mut().unwrap();
-            doc.push_str(line);
-            doc.push('\n');
-        }
-    }
-    docs.iter()
-        .map(|doc| serde_norway::from_str::<Value>(doc).unwrap())
-        .filter(|doc| !doc.is_null())
-        .collect()
+    yaml_documents(&helm(&template))
 }
 
 fn of_kind<'a>(docs: &'a [Value], kind: &str) -> Vec<&'a Value> {
@@ -117,7 +104,7 @@ fn containers(deployment: &Value) -> &Vec<Value> {
 #[test]
 fn the_chart_lints_renders_and_is_accepted_by_the_api_server() {
     let kube = Kube::start();
-    for ns in [NAMESPACE, "team-a"] {
+    for ns in [NAMESPACE, "team-a", "gpu"] {
         kube.create(
             "/api/v1/namespaces",
             &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
@@ -125,7 +112,7 @@ fn the_chart_lints_renders_and_is_accepted_by_the_api_server() {
     }
 
     // Default values: created for real, CRDs first.
-    let docs = render(RELEASE, &[]);
+    let docs = render(RELEASE, NAMESPACE, &[]);
     let crds: Vec<Value> = of_kind(&docs, "CustomResourceDefinition")
         .into_iter()
         .cloned()
@@ -229,9 +216,10 @@ fn the_chart_lints_renders_and_is_accepted_by_the_api_server() {
     // Overrides from values.yaml's comments: one namespace, no leader election, no webhook.
     let docs = render(
         "nsight-one-namespace",
+        "team-a",
         &[
         "--set",
-        "manager.watchNamespace=team-a,manager.leaderElection=false,manager.replicas=2,webhook.enabled=false,machineConfig=null",
+        "manager.watchNamespace=team-a,leaderElection.enabled=false,manager.replicas=2,webhook.enabled=false,machineConfig=null",
     ]);
     assert!(of_kind(&docs, "MutatingWebhookConfiguration").is_empty());
     assert!(of_kind(&docs, "Role").is_empty());
@@ -265,7 +253,7 @@ fn the_chart_lints_renders_and_is_accepted_by_the_api_server() {
         ),
     )
     .unwrap();
-    let docs = render("nsight-gpu", &["--values", values.to_str().unwrap()]);
+    let docs = render("nsight-gpu", "gpu", &["--values", values.to_str().unwrap()]);
     let mwc = of_kind(&docs, "MutatingWebhookConfiguration")[0];
     assert_eq!(mwc["webhooks"][0]["clientConfig"]["caBundle"], ca.as_str());
     assert_eq!(mwc["webhooks"][0]["failurePolicy"], "Fail");

@@ -5,6 +5,7 @@
 //! CRD documents committed in the Helm chart. Choices where the public documentation is silent
 //! are listed in `docs/operator.md`.
 
+pub mod chart;
 pub mod common;
 pub mod crds;
 pub mod gateway;

@@ -40,6 +40,24 @@ pub fn secret_for(url: &str) -> Option<String> {
     Some(tls_secret_name(service))
 }
 
+/// Where the client half must be copied from for a Pod of `namespace` (single-tenant: the
+/// coordinator lives in another namespace, whose Secret the Pod cannot mount): the
+/// coordinator's namespace and the Secret's name, or `None` when the Pod's namespace has it
+/// (its own coordinator), the URL names no namespace, or the channel is plaintext.
+///
+/// `https://nsight-operator-coordinator.nsight.svc:8081`, Pod in `team` ->
+/// `("nsight", "nsight-operator-coordinator-agent-tls")`.
+pub fn copy_source(url_template: &str, namespace: &str) -> Option<(String, String)> {
+    let url = url_template.replace("{namespace}", namespace);
+    let secret = secret_for(&url)?;
+    let host = url
+        .strip_prefix("https://")?
+        .split(['/', ':', '?'])
+        .next()?;
+    let source = host.split('.').nth(1).filter(|s| !s.is_empty())?;
+    (source != namespace).then(|| (source.to_owned(), secret))
+}
+
 /// The optional Secret volume with the client half.
 pub fn volume(secret: &str) -> Volume {
     Volume {
@@ -81,6 +99,23 @@ mod tests {
         assert_eq!(secret_for("https://10.0.0.7:8081"), None);
         assert_eq!(secret_for("https://[fd00::1]:8081"), None);
         assert_eq!(secret_for("https://"), None);
+    }
+
+    #[test]
+    fn a_coordinator_of_another_namespace_needs_a_copy() {
+        let url = "https://nsight-operator-coordinator.nsight.svc:8081";
+        assert_eq!(
+            copy_source(url, "team"),
+            Some((
+                "nsight".into(),
+                "nsight-operator-coordinator-agent-tls".into()
+            ))
+        );
+        assert_eq!(copy_source(url, "nsight"), None);
+        let per_namespace = "https://nsight-operator-coordinator.{namespace}.svc:8081";
+        assert_eq!(copy_source(per_namespace, "team"), None);
+        assert_eq!(copy_source("https://coord:8081", "team"), None);
+        assert_eq!(copy_source("http://c.nsight.svc:8081", "team"), None);
     }
 
     #[test]

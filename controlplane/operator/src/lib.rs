@@ -15,6 +15,7 @@
 
 pub mod admission;
 pub mod agent_tls;
+pub mod agent_tls_copy;
 pub mod cel;
 pub mod certs;
 pub mod conditions;

@@ -56,6 +56,12 @@ enum Command {
         coordinator_url: Option<String>,
         #[arg(long, default_value = "default")]
         tag: String,
+        /// The tool config of labelled Pods no profile config names one for (chart value
+        /// `nsight-injector.nsightToolConfig`), as JSON: `{"nsightToolArgs",
+        /// "injectionIncludePatterns", "injectionExcludePatterns", "coordinator",
+        /// "otlpMirroringEnabled", "duration"}` [default: every process, no arguments].
+        #[arg(long, env = "NSIGHT_DEFAULT_TOOL_CONFIG", value_parser = parse_tool_config)]
+        default_tool_config: Option<ToolConfigArg>,
         /// A fixed world (namespace labels and NsightOperatorProfileConfigs) as JSON instead of
         /// the API server's: see `world::StaticWorld`. Without it the webhook watches the
         /// cluster (in-cluster or KUBECONFIG), records skip Events and may auto-provision.
@@ -114,6 +120,14 @@ struct WebhookClusterArgs {
     /// Seconds to wait for the caches before listening anyway (then `/readyz` says 503).
     #[arg(long, default_value_t = 30)]
     sync_timeout_secs: u64,
+}
+
+/// `--default-tool-config`.
+#[derive(Clone, Debug)]
+struct ToolConfigArg(Box<nsight_api::NsightToolConfig>);
+
+fn parse_tool_config(text: &str) -> Result<ToolConfigArg, String> {
+    nsight_api::chart::InjectorToolConfig::parse_flag(text).map(|c| ToolConfigArg(Box::new(c)))
 }
 
 /// `--machine-config`: a setting, or `null` for none.
@@ -296,7 +310,10 @@ async fn run_manager(args: ManagerArgs) -> Result<()> {
 
 /// The webhook's World from the API server, its skip Events and (when asked) provisioning;
 /// waits up to `--sync-timeout-secs` for the caches.
-async fn cluster_world(args: WebhookClusterArgs) -> Result<(Arc<dyn World>, Shell)> {
+async fn cluster_world(
+    args: WebhookClusterArgs,
+    coordinator_url: Option<String>,
+) -> Result<(Arc<dyn World>, Shell)> {
     let client = kube::Client::try_default().await.context(
         "no Kubernetes client configuration (in-cluster or KUBECONFIG); pass --world FILE to run without the API server",
     )?;
@@ -304,6 +321,12 @@ async fn cluster_world(args: WebhookClusterArgs) -> Result<(Arc<dyn World>, Shel
     tokio::spawn(watch);
     let (events, publish) = EventSink::start(client.clone());
     tokio::spawn(publish);
+    let agent_certs = coordinator_url.map(|url| {
+        Arc::new(nsight_operator::agent_tls_copy::AgentCertCopier::new(
+            client.clone(),
+            url,
+        ))
+    });
     let provisioner = args.auto_provision.then(|| {
         let (provisioner, work) = Provisioner::start(client);
         tokio::spawn(work);
@@ -321,6 +344,7 @@ async fn cluster_world(args: WebhookClusterArgs) -> Result<(Arc<dyn World>, Shel
     let shell = Shell {
         events: Some(events),
         provisioner,
+        agent_certs,
         ready: Some(Arc::new(move || ready.synced())),
     };
     Ok((Arc::new(world), shell))
@@ -381,7 +405,7 @@ fn main() -> Result<()> {
 }
 
 async fn run(command: Command) -> Result<()> {
-    let (listen, (cert, key, issue), agent_image, coordinator_url, tag, world, cluster) =
+    let (listen, (cert, key, issue), agent_image, (coordinator_url, tag, tool), world, cluster) =
         match command {
             Command::Manager(args) => return run_manager(args).await,
             Command::InstallPlugins { from, to } => {
@@ -399,6 +423,7 @@ async fn run(command: Command) -> Result<()> {
                 agent_image,
                 coordinator_url,
                 tag,
+                default_tool_config,
                 world,
                 worker_threads: _,
                 cluster,
@@ -406,14 +431,13 @@ async fn run(command: Command) -> Result<()> {
                 listen,
                 (cert, key, issue),
                 agent_image,
-                coordinator_url,
-                tag,
+                (coordinator_url, tag, default_tool_config),
                 world,
                 cluster,
             ),
         };
     let (world, shell): (Arc<dyn World>, Shell) = match world {
-        None => cluster_world(cluster).await?,
+        None => cluster_world(cluster, coordinator_url.clone()).await?,
         Some(path) => {
             let text = std::fs::read(&path)
                 .with_context(|| format!("cannot read the world file {}", path.display()))?;
@@ -433,6 +457,9 @@ async fn run(command: Command) -> Result<()> {
     };
     if let Some(image) = agent_image {
         settings.agent_image = image;
+    }
+    if let Some(ToolConfigArg(tool)) = tool {
+        settings.default_tool_config = *tool;
     }
     let tls = webhook_tls_config(cert, key, issue).await?;
     let listener = tokio::net::TcpListener::bind(listen)

@@ -1,5 +1,6 @@
 //! `nsight-crds`: prints every CRD as one YAML stream, or with `--write <dir>` writes one file
-//! per CRD into `<dir>` (what `cargo xtask codegen` runs for `charts/nsight-operator/crds`).
+//! per CRD into `<dir>` (what `cargo xtask codegen` runs for `charts/nsight-operator/crds`),
+//! or with `--write-values-schema <file>` the chart's `values.schema.json`.
 
 use std::{path::PathBuf, process::ExitCode};
 
@@ -10,7 +11,12 @@ fn main() -> ExitCode {
             .map(|s| print!("{s}"))
             .map_err(|e| e.to_string()),
         [flag, dir] if flag == "--write" => write(&PathBuf::from(dir)),
-        _ => Err("usage: nsight-crds [--write <dir>]".to_owned()),
+        [flag, file] if flag == "--write-values-schema" => {
+            std::fs::write(file, nsight_api::chart::values_schema())
+                .map(|()| eprintln!("wrote {file}"))
+                .map_err(|e| format!("{file}: {e}"))
+        }
+        _ => Err("usage: nsight-crds [--write <dir> | --write-values-schema <file>]".to_owned()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -8,7 +8,8 @@
 //!                     /                 -> cloud-ui      (public: no auth)
 //!                     auth filter: apikey | jwt (+ apikey) | oauth2 (+ apikey) | none;
 //!                     HTTPS from tlsSecretRef
-//!  :9000              /                 -> storage       (streaming, no auth: S3 SigV4)
+//!  :9000              /                 -> storage       (streaming, no auth: S3 SigV4;
+//!                                                        TLS with the API's certificate)
 //!  upstream oauth2-idp-<host>-<port>: the OAuth2 issuer over TLS (see `oauth2`)
 //!  spec.tenants: /t/<namespace>/... -> the routing filter -> tenant-<namespace>-<backend>
 //!                (see `tenants`)
@@ -592,6 +593,8 @@ pub fn translate_with_tenants(
             STORAGE_PROXY_PORT,
         );
         proxy.routes.push(Route::streaming("/", names::STORAGE));
+        // Storage traffic is encrypted in transit like the API's: same certificate.
+        proxy.tls_secret = listeners[0].tls_secret.clone();
         listeners.push(proxy);
     }
     upstreams.extend(tenant_upstreams);

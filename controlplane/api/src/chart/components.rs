@@ -1,0 +1,243 @@
+//! Chart values of the operator's own Pod (manager, webhook, injection defaults) and of the
+//! control-plane resources the chart renders (coordinator, analysis, storage, UI, tenant
+//! operator, OTLP collector and proxy).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    PodSecurityContext, ResourceRequirements, SecurityContext, Toleration,
+};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::NsightToolConfig;
+
+/// Single-tenant (default): one control plane in the release namespace, for every namespace.
+/// Multi-tenant: none there; each namespace has its own.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MultiTenant {
+    pub enabled: bool,
+    /// Multi-tenant only: the first profiled Pod admitted in a namespace creates the
+    /// namespace's control plane (each kind only when the namespace has none).
+    pub auto_provision: bool,
+}
+
+/// The operator's manager container.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Manager {
+    #[schemars(range(min = 1))]
+    pub replicas: u32,
+    /// Watch one namespace only; empty: the whole cluster.
+    pub watch_namespace: String,
+    pub metrics_port: u16,
+    pub xds_port: u16,
+    pub resources: ResourceRequirements,
+    /// The operator Pod's security context.
+    pub pod_security_context: PodSecurityContext,
+    /// Each operator container's security context.
+    pub security_context: SecurityContext,
+}
+
+/// The injector webhook container and its configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Webhook {
+    pub enabled: bool,
+    pub port: u16,
+    pub failure_policy: FailurePolicy,
+    #[schemars(range(min = 1, max = 30))]
+    pub timeout_seconds: u32,
+    /// A `kubernetes.io/tls` Secret with the serving certificate (with `caBundle`, or made by
+    /// cert-manager); empty with `caBundle` empty: the webhook issues its own.
+    pub tls_secret_name: String,
+    /// The base64 PEM CA that signed `tlsSecretName`'s certificate.
+    pub ca_bundle: String,
+    pub cert_manager: CertManager,
+    /// The coordinator's agent channel given to injected agents; `{namespace}` is the Pod's.
+    /// Empty: the coordinator this chart renders (multi-tenant: the namespace's own).
+    pub coordinator_url: String,
+    /// The profiling tag of injected agents.
+    pub tag: String,
+    pub resources: ResourceRequirements,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum FailurePolicy {
+    Ignore,
+    Fail,
+}
+
+/// The webhook's serving certificate from cert-manager: a `Certificate` for the webhook's
+/// Service and the CA injected into the webhook configuration by cert-manager's CA injector.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CertManager {
+    pub enabled: bool,
+    /// The cert-manager issuer (`{name, kind: Issuer|ClusterIssuer}`).
+    pub issuer_ref: IssuerRef,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IssuerRef {
+    pub name: String,
+    pub kind: String,
+}
+
+/// `nsight-injector`: how labelled Pods are profiled when no NsightOperatorProfileConfig of
+/// their namespace says otherwise.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Injector {
+    pub nsight_tool_config: InjectorToolConfig,
+}
+
+/// The cluster-wide default tool config (flag `--default-tool-config` of the webhook).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InjectorToolConfig {
+    /// Nsight Systems arguments (`-t cuda,nvtx ...`).
+    #[serde(default)]
+    pub nsight_tool_args: String,
+    /// Regexes over `<executable> <args>`: which processes are profiled.
+    #[serde(default)]
+    pub injection_include_patterns: Vec<String>,
+    #[serde(default)]
+    pub injection_exclude_patterns: Vec<String>,
+    /// Coordinator mode (sessions started by users); `false`: each process profiles itself
+    /// from start (launch mode).
+    #[serde(default = "yes")]
+    pub coordinator: bool,
+    #[serde(default)]
+    pub otlp_mirroring_enabled: bool,
+    /// Seconds of collection (`--duration`); 0: until stopped or the process ends.
+    #[serde(default)]
+    pub duration: u32,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl InjectorToolConfig {
+    /// The tool config named `default` this describes (`duration` becomes `--duration=N`).
+    pub fn to_tool_config(&self) -> NsightToolConfig {
+        let mut args = self.nsight_tool_args.trim().to_owned();
+        if self.duration > 0 {
+            if !args.is_empty() {
+                args.push(' ');
+            }
+            args.push_str(&format!("--duration={}", self.duration));
+        }
+        NsightToolConfig {
+            name: "default".into(),
+            nsight_tool_args: (!args.is_empty()).then_some(args),
+            injection_include_patterns: self.injection_include_patterns.clone(),
+            injection_exclude_patterns: self.injection_exclude_patterns.clone(),
+            coordinator: Some(self.coordinator),
+            otlp_mirroring_enabled: Some(self.otlp_mirroring_enabled),
+            ..NsightToolConfig::default()
+        }
+    }
+
+    /// Parses the `--default-tool-config` value (JSON of this type).
+    pub fn parse_flag(text: &str) -> Result<NsightToolConfig, String> {
+        serde_json::from_str::<Self>(text)
+            .map(|c| c.to_tool_config())
+            .map_err(|e| {
+                format!(
+                    "--default-tool-config must be the JSON of nsight-injector.nsightToolConfig \
+                     ({{\"nsightToolArgs\", \"injectionIncludePatterns\", \
+                     \"injectionExcludePatterns\", \"coordinator\", \"otlpMirroringEnabled\", \
+                     \"duration\"}}): {e}"
+                )
+            })
+    }
+}
+
+/// A control-plane resource the chart renders in the release namespace (single-tenant).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Component {
+    pub enabled: bool,
+    pub resources: Option<ResourceRequirements>,
+    pub node_selector: BTreeMap<String, String>,
+    pub tolerations: Vec<Toleration>,
+}
+
+/// `nsight-coordinator`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Coordinator {
+    pub enabled: bool,
+    /// Where users reach the gateway's storage proxy: download URLs are signed for it.
+    /// Empty: `http://localhost:9000` (the port-forward `autoconfigure` sets up) for a
+    /// ClusterIP gateway; set it for LoadBalancer and NodePort gateways.
+    pub storage_public_url: String,
+    pub resources: Option<ResourceRequirements>,
+    pub node_selector: BTreeMap<String, String>,
+    pub tolerations: Vec<Toleration>,
+}
+
+/// Where reports are stored (the chart's NsightCloudStorageConfig).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CloudStorage {
+    pub enabled: bool,
+    /// The operator-managed S3 server (the guide's "MinIO").
+    pub minio: MinioValues,
+    /// External S3: a Secret whose `storage-config.yaml` holds the bucket and credentials
+    /// (used when `minio.enabled` is false).
+    pub secret_ref: Option<NameRef>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MinioValues {
+    pub enabled: bool,
+    pub persistence: PersistenceValues,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PersistenceValues {
+    pub enabled: bool,
+    /// Empty: the cluster's default StorageClass.
+    pub storage_class_name: String,
+    /// A Kubernetes quantity (`20Gi`).
+    #[schemars(regex(pattern = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"))]
+    pub size: String,
+}
+
+/// `{name}` of a Secret in the release namespace.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NameRef {
+    #[schemars(length(min = 1))]
+    pub name: String,
+}
+
+/// `nsight-tenant-operator`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TenantOperatorValues {
+    pub enabled: bool,
+    pub streamer_launch: StreamerLaunchValues,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StreamerLaunchValues {
+    /// Streamers running at once in a namespace, at most.
+    #[schemars(range(min = 1))]
+    pub max_active: u32,
+}
+
+/// `otlpProxyConfig`: the OTLP proxy sidecar's configuration (needs the collector).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OtlpProxyValues {
+    pub enabled: bool,
+}
