@@ -1,7 +1,7 @@
 //! The user's CLI (`nsight-cloud`) as tests run it: a configuration file of the test's own, no
 //! API key from the environment, exit code and both streams captured.
 
-use std::{path::Path, process::Command};
+use std::{ffi::OsStr, path::Path, process::Command};
 
 use serde_json::Value;
 
@@ -16,11 +16,17 @@ pub struct Cli<'a> {
 impl Cli<'_> {
     /// Runs one command: (exit code, stdout, stderr).
     pub fn run(&self, args: &[&str]) -> (i32, String, String) {
+        self.run_env(args, &[])
+    }
+
+    /// [`Cli::run`] with more environment (e.g. `KUBECONFIG` for `autoconfigure`).
+    pub fn run_env(&self, args: &[&str], env: &[(&str, &OsStr)]) -> (i32, String, String) {
         let out = Command::new(bin("nsight-cloud"))
             .arg("--config")
             .arg(self.config)
             .args(args)
             .env_remove("NSIGHT_API_KEY")
+            .envs(env.iter().copied())
             .output()
             .expect("nsight-cloud runs");
         (

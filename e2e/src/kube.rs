@@ -355,25 +355,33 @@ impl Kube {
     }
 }
 
-/// CA, serving certificate for 127.0.0.1/localhost, service-account key pair (`sa.key`,
-/// `sa.pub`). Returns the CA PEM.
-fn write_pki(dir: &Path) -> String {
+/// A new CA and a certificate it signed for `names` (DNS names or IP addresses): (CA PEM,
+/// certificate PEM, key PEM).
+pub fn tls_for(names: &[&str]) -> (String, String, String) {
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().expect("CA key"))
         .expect("CA certificate");
     let key = KeyPair::generate().expect("serving key");
-    let serving = CertificateParams::new(vec!["127.0.0.1".into(), "localhost".into()])
+    let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+    let serving = CertificateParams::new(names)
         .expect("serving params")
         .signed_by(&key, &ca)
         .expect("serving certificate");
+    (ca.pem(), serving.pem(), key.serialize_pem())
+}
+
+/// CA, serving certificate for 127.0.0.1/localhost, service-account key pair (`sa.key`,
+/// `sa.pub`). Returns the CA PEM.
+fn write_pki(dir: &Path) -> String {
+    let (ca, cert, key) = tls_for(&["127.0.0.1", "localhost"]);
     for (name, pem) in [
-        ("ca.crt", ca.pem()),
-        ("serving.crt", serving.pem()),
-        ("serving.key", key.serialize_pem()),
+        ("ca.crt", ca.as_str()),
+        ("serving.crt", cert.as_str()),
+        ("serving.key", key.as_str()),
     ] {
         std::fs::write(dir.join(name), pem).expect("write PKI file");
     }
     crate::cluster::pki::write_service_account_key(dir).expect("service-account key");
-    ca.pem()
+    ca
 }

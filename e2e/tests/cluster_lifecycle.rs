@@ -32,7 +32,9 @@ mod node_release;
 
 use node_release::{create_ready, sample_deployment, Release};
 
-const VALUES: &str = "image: {pullPolicy: Never}\nmachineConfig: null\nwebhook:\n  coordinatorUrl: 'https://nsight-coordinator.{namespace}.svc:8081'\n";
+/// Multi-tenant without auto-provisioning: the test creates the team namespace's control plane
+/// itself, and the release namespace has only the operator's Pod.
+const VALUES: &str = "image: {pullPolicy: Never}\nmachineConfig: null\nmultiTenant: {enabled: true, autoProvision: false}\nwebhook:\n  coordinatorUrl: 'https://nsight-coordinator.{namespace}.svc:8081'\n";
 
 /// The connected agents of `tag` by pod name, once there are `n`.
 fn connected(c: &cluster::Cluster, coordinator: &str, tag: &str, n: usize) -> Option<Vec<String>> {

@@ -1,14 +1,17 @@
-//! The user flow on a real node, through the operator and the gateway: `helm install` of the
-//! chart (operator manager and injector webhook from the images built here) -> a namespace
-//! with managed storage (our S3 server), a coordinator (its agent channel's certificates
-//! issued by the operator), an analysis service and a gateway with API-key auth, each Ready in
-//! its status -> the CLI, through kube-rs port-forwards to the gateway Pod (8888 and the 9000
-//! storage proxy), is refused without the key -> a Deployment labelled
-//! `nvidia-nsight-profile=enabled` running the C NVTX sample is injected (init container
-//! `nsight-agent init`, tools volume, hook, storage Secret, agent certificates) and its
-//! entrypoint is wrapped by the agent, which registers over mutual TLS -> session-begin,
-//! profiler-start, profiler-stop, ls, download, `analysis run nvtx_sum --wait`, session-end:
-//! the numbers are the sample's ranges.
+//! The user flow on a real node, as the user guide tells it: `helm install` of the chart with
+//! an HTTPS gateway and an API key (the operator manager and injector webhook from the images
+//! built here; the chart renders the single-tenant control plane as custom resources: managed
+//! storage on our S3 server, a coordinator whose agent-channel certificates the operator
+//! issues, an analysis service, the gateway) -> `nsight-cloud autoconfigure -n <release
+//! namespace>` with the kubeconfig: the gateway URL, the API key from the chart's Secret, the
+//! CA from the TLS Secret, and a port-forward helper for 8888 and 9000 that later commands
+//! reuse -> a Deployment labelled `nvidia-nsight-profile=enabled` in another namespace is
+//! injected (the webhook copies the agent certificates and the storage config there) and its
+//! entrypoint wrapped by the agent, which registers over mutual TLS -> session-begin,
+//! profiler-start, profiler-stop, ls, download (HTTPS through the 9000 proxy), `analysis run
+//! nvtx_sum --wait`, session-end: the numbers are the sample's ranges -> launch mode -> `helm
+//! upgrade` to a NodePort gateway, autoconfigure again (the helper stopped, the node's address)
+//! -> helm uninstall leaves nothing.
 //!
 //! Needs root, `cargo xtask image all` and `cargo xtask setup helm` (CI does all three).
 
@@ -19,26 +22,58 @@
     reason = "tests fail loudly on unexpected errors"
 )]
 
-use std::{path::PathBuf, time::Duration};
+use std::{ffi::OsStr, path::PathBuf, time::Duration};
 
 use nsight_e2e::{
     cli::Cli,
     cluster,
-    kube::{chart_dir, helm_bin},
+    kube::{chart_dir, helm_bin, tls_for},
     wait_for, TempDir,
 };
 use serde_json::{json, Value};
 
 #[path = "support/node_release.rs"]
 mod node_release;
-#[path = "support/port_forward.rs"]
-mod port_forward;
 
 use node_release::{b64, condition, helm_on, Release};
 
 const AGENT_WAIT: Duration = Duration::from_secs(120);
 /// The gateway's API key in this test.
 const API_KEY: &str = "e2e-node-key-7f3a9c";
+/// The control plane the chart renders (the documented names).
+const COORDINATOR: &str = "nsight-operator-coordinator";
+
+/// The port-forward helper of a CLI configuration, stopped when the test ends however it ends.
+struct Helper<'a>(&'a Cli<'a>);
+
+impl Drop for Helper<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.run(&["port-forward", "stop"]);
+    }
+}
+
+/// Two loopback ports free now.
+fn free_ports() -> (u16, u16) {
+    let a = std::net::TcpListener::bind(("127.0.0.1", 0)).expect("port");
+    let b = std::net::TcpListener::bind(("127.0.0.1", 0)).expect("port");
+    (
+        a.local_addr().expect("addr").port(),
+        b.local_addr().expect("addr").port(),
+    )
+}
+
+/// The chart's values in this test: images imported (never pulled), no perf-event DaemonSet
+/// (it needs a shell image), no UI or tenant operator (no images for them on the node yet), an
+/// HTTPS gateway with an inline API key, downloads signed for the forwarded storage port.
+fn values(service_type: &str, storage_port: u16) -> String {
+    format!(
+        "image: {{pullPolicy: Never}}\nmachineConfig: null\n\
+         nsight-cloud-ui: {{enabled: false}}\nnsight-tenant-operator: {{enabled: false}}\n\
+         nsight-coordinator: {{storagePublicUrl: 'https://localhost:{storage_port}'}}\n\
+         nsight-gateway:\n  service: {{type: {service_type}}}\n  tlsSecretRef: {{name: gateway-tls}}\n  \
+         authentication: {{apikey: {{enabled: true, key: {API_KEY}}}}}\n"
+    )
+}
 
 #[test]
 fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
@@ -48,25 +83,35 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
     let (sys, ns) = (system.name.clone(), team.name.clone());
     let release = format!("e2e{}", std::process::id());
     let fullname = format!("{release}-nsight-operator");
-
-    // 1. helm install with the defaults but these: images imported (never pulled), no
-    //    perf-event DaemonSet (it needs a shell image), agents pointed at their namespace's
-    //    coordinator. The webhook issues its own serving certificate.
     let kubeconfig = c.kubeconfig();
     let dir = TempDir::new("cluster-operator");
-    let values = dir.path().join("values.yaml");
-    std::fs::write(
-        &values,
-        "image: {pullPolicy: Never}\nmachineConfig: null\nwebhook:\n  coordinatorUrl: 'https://nsight-coordinator.{namespace}.svc:8081'\n",
-    )
-    .expect("values");
+
+    // 1. The gateway's TLS Secret (its certificate names localhost, for the port-forward, and
+    //    the node's address, for NodePort), then helm install.
+    let (ca, cert, key) = tls_for(&[
+        "localhost",
+        "127.0.0.1",
+        "10.244.0.1",
+        &format!("nsight-operator-gateway.{sys}.svc"),
+    ]);
+    c.create(
+        &format!("/api/v1/namespaces/{sys}/secrets"),
+        &json!({
+            "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "gateway-tls"},
+            "type": "kubernetes.io/tls",
+            "data": {"tls.crt": b64(&cert), "tls.key": b64(&key), "ca.crt": b64(&ca)},
+        }),
+    );
+    let (http_port, storage_port) = free_ports();
+    let values_file = dir.path().join("values.yaml");
+    std::fs::write(&values_file, values("ClusterIP", storage_port)).expect("values");
     let _release = Release {
         helm: helm_bin(),
         kubeconfig: kubeconfig.clone(),
         name: release.clone(),
         namespace: sys.clone(),
     };
-    helm_on(
+    let notes = helm_on(
         &kubeconfig,
         &[
             "install",
@@ -75,8 +120,12 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
             "-n",
             &sys,
             "-f",
-            values.to_str().expect("values path"),
+            values_file.to_str().expect("values path"),
         ],
+    );
+    assert!(
+        notes.contains(&format!("nsight-cloud autoconfigure -n {sys}")),
+        "NOTES.txt names the next step:\n{notes}"
     );
     let operator = format!("/apis/apps/v1/namespaces/{sys}/deployments/{fullname}");
     let ready = wait_for(Duration::from_secs(120), || {
@@ -109,113 +158,62 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
         "caBundle is the issued CA"
     );
 
-    // 2. The platform of the team namespace: storage, coordinator (agent channel TLS issued by
-    //    the operator), analysis and the gateway with API-key auth. The CLI reaches the gateway
-    //    through port-forwards on loopback, as a user's laptop would; the coordinator signs
-    //    download URLs for the forwarded storage port.
-    let rt = tokio::runtime::Runtime::new().expect("runtime");
-    let client = port_forward::client(&rt, &kubeconfig);
-    let http_listener = port_forward::bind_local();
-    let storage_listener = port_forward::bind_local();
-    let storage_url = format!(
-        "http://{}",
-        storage_listener.local_addr().expect("storage port")
-    );
-    c.create(
-        &format!("/api/v1/namespaces/{ns}/secrets"),
-        &json!({
-            "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "gateway-apikey"},
-            "data": {"key": b64(API_KEY)},
-        }),
-    );
-    let crs = [
+    // 2. The control plane the chart rendered, each Ready in its status; the operator issued
+    //    the agent channel's certificates.
+    for (plural, name, kind) in [
         (
             "nsightcloudstorageconfigs",
-            json!({"kind": "NsightCloudStorageConfig", "metadata": {"name": "team-storage"}, "spec": {}}),
+            "nsight-operator-storage",
+            "BucketReady",
         ),
-        (
-            "nsightcoordinators",
-            json!({"kind": "NsightCoordinator", "metadata": {"name": "nsight-coordinator"},
-                   "spec": {"cloudStorageRef": "team-storage", "storagePublicUrl": storage_url}}),
-        ),
-        (
-            "nsightanalyses",
-            json!({"kind": "NsightAnalysis", "metadata": {"name": "nsight-analysis"}, "spec": {"cloudStorageRef": "team-storage"}}),
-        ),
-        (
-            "nsightgateways",
-            json!({"kind": "NsightGateway", "metadata": {"name": "nsight-gateway"},
-                   "spec": {"cloudStorageRef": "team-storage",
-                            "authentication": {"apikey": {"enabled": true,
-                                "keySecretRef": {"name": "gateway-apikey", "key": "key"}}}}}),
-        ),
-    ];
-    for (plural, mut cr) in crs {
-        cr["apiVersion"] = json!("nvidia.com/v1alpha1");
-        c.create(
-            &format!("/apis/nvidia.com/v1alpha1/namespaces/{ns}/{plural}"),
-            &cr,
-        );
-    }
-    for (plural, name, kind) in [
-        ("nsightcloudstorageconfigs", "team-storage", "BucketReady"),
-        ("nsightcoordinators", "nsight-coordinator", "Ready"),
-        ("nsightanalyses", "nsight-analysis", "Ready"),
-        ("nsightgateways", "nsight-gateway", "Ready"),
+        ("nsightcoordinators", COORDINATOR, "Ready"),
+        ("nsightanalyses", "nsight-operator-analysis", "Ready"),
+        ("nsightgateways", "nsight-operator-gateway", "Ready"),
     ] {
-        let path = format!("/apis/nvidia.com/v1alpha1/namespaces/{ns}/{plural}/{name}");
+        let path = format!("/apis/nvidia.com/v1alpha1/namespaces/{sys}/{plural}/{name}");
         let ok = wait_for(Duration::from_secs(120), || condition(&c, &path, kind));
         assert!(
             ok.is_some(),
             "{plural}/{name} not {kind}: {}\n{}",
             c.request("GET", &path, None).1["status"],
-            c.describe_namespace(&ns)
+            c.describe_namespace(&sys)
         );
     }
-    // The operator issued the agent channel's certificates.
     let (status, tls) = c.request(
         "GET",
-        &format!("/api/v1/namespaces/{ns}/secrets/nsight-coordinator-agent-tls"),
+        &format!("/api/v1/namespaces/{sys}/secrets/{COORDINATOR}-agent-tls"),
         None,
     );
     assert_eq!(status, 200, "agent-channel Secret: {tls}");
     for key in ["ca.crt", "tls.crt", "tls.key", "agent.crt", "agent.key"] {
         assert!(tls["data"][key].is_string(), "{key} missing");
     }
-    let (_, pods) = c.request(
-        "GET",
-        &format!(
-            "/api/v1/namespaces/{ns}/pods?labelSelector=app.kubernetes.io%2Fcomponent%3Dgateway"
-        ),
-        None,
-    );
-    let gateway_pod = pods["items"][0]["metadata"]["name"]
-        .as_str()
-        .expect("the gateway Pod")
-        .to_owned();
-    let http = port_forward::start(&rt, client.clone(), &ns, &gateway_pod, 8888, http_listener);
-    port_forward::start(&rt, client, &ns, &gateway_pod, 9000, storage_listener);
 
-    // 3. The CLI through the gateway: without the key it is refused, with it the platform
-    //    answers (no agent yet).
+    // 3. autoconfigure, as a user with a kubeconfig: the URL through the port-forward helper,
+    //    the key from the chart's Secret, the CA from the TLS Secret.
     let cli_config = dir.path().join("nsight-cloud.conf");
     let cli = Cli {
         config: &cli_config,
     };
-    let gw = format!("http://{}", http.local);
-    cli.ok(&["configure", "--gw", &gw]);
-    let (code, _, err) = cli.run(&["status"]);
-    assert_ne!(
-        code, 0,
-        "the gateway let a request without the API key through"
+    let _helper = Helper(&cli);
+    let kube_env = [("KUBECONFIG", kubeconfig.as_os_str())];
+    let ports = format!("{http_port},{storage_port}");
+    let configured = autoconfigure(&cli, &kube_env, &sys, &["--local-ports", &ports]);
+    assert_eq!(
+        configured["gateway"],
+        format!("https://localhost:{http_port}"),
+        "{configured}"
     );
+    assert_eq!(configured["auth"]["type"], "apiKey", "{configured}");
+    assert_eq!(configured["caTrusted"], true, "{configured}");
+    assert!(configured["portForward"]["pid"].is_u64(), "{configured}");
     assert!(
-        err.contains("401")
-            || err.to_lowercase().contains("unauthorized")
-            || err.contains("API key"),
-        "{err}"
+        !std::fs::read_to_string(&cli_config)
+            .expect("config")
+            .is_empty()
+            && !configured.to_string().contains(API_KEY),
+        "the key is never printed"
     );
-    cli.ok(&["configure", "--gw", &gw, "--apikey", API_KEY]);
     let status = wait_for(Duration::from_secs(60), || {
         let (code, out, _) = cli.run(&["--output", "json", "status"]);
         (code == 0).then(|| serde_json::from_str::<Value>(&out).expect("JSON status"))
@@ -227,27 +225,39 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
         )
     });
     assert_eq!(status["agentCounts"]["connected"], 0, "{status}");
+    // Without the key, through the same forward and CA, the gateway refuses.
+    let ca_file = dir.path().join("ca.crt");
+    std::fs::write(&ca_file, &ca).expect("CA file");
+    let anonymous_config = dir.path().join("anonymous.conf");
+    let anonymous = Cli {
+        config: &anonymous_config,
+    };
+    anonymous.ok(&[
+        "configure",
+        "--gw",
+        &format!("https://localhost:{http_port}"),
+        "--ca-cert",
+        ca_file.to_str().expect("path"),
+    ]);
+    let (code, _, err) = anonymous.run(&["status"]);
+    assert_ne!(
+        code, 0,
+        "the gateway let a request without the API key through"
+    );
+    assert!(
+        err.contains("401") || err.to_lowercase().contains("unauthorized"),
+        "{err}"
+    );
 
-    // 4. The workload, labelled: injected, and its entrypoint wrapped by the agent, which
-    //    registers over mutual TLS.
+    // 4. The workload, labelled, in another namespace: injected, and its entrypoint wrapped by
+    //    the agent, which registers over mutual TLS with the certificates the webhook copied.
     c.create(
         &format!("/apis/apps/v1/namespaces/{ns}/deployments"),
-        &json!({
-            "apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": "sample"},
-            "spec": {
-                "replicas": 1,
-                "selector": {"matchLabels": {"app": "sample"}},
-                "template": {
-                    "metadata": {"labels": {"app": "sample", "nvidia-nsight-profile": "enabled"}},
-                    "spec": {"containers": [{
-                        "name": "main",
-                        "image": format!("nvcr.io/nvidia/devtools/nsight-nvtx-sample:{}", env!("CARGO_PKG_VERSION")),
-                        "imagePullPolicy": "Never",
-                    }]},
-                },
-            },
-        }),
+        &node_release::sample_deployment(
+            "sample",
+            1,
+            json!({"app": "sample", "nvidia-nsight-profile": "enabled"}),
+        ),
     );
     let agent = wait_for(AGENT_WAIT, || {
         let status = cli.json(&["status"]);
@@ -278,7 +288,7 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
     let annotations = &pod["metadata"]["annotations"];
     assert_eq!(
         annotations["nvidia.com/nsight-storage"],
-        "NsightCloudStorageConfig team-storage (Secret team-storage-credentials)",
+        format!("NsightCloudStorageConfig {sys}/nsight-operator-storage (Secret nsight-operator-storage-credentials copied from {sys})"),
         "{annotations}"
     );
     let tls_volume = pod["spec"]["volumes"]
@@ -289,8 +299,28 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
         .cloned()
         .unwrap_or_else(|| panic!("no agent TLS volume: {}", pod["spec"]));
     assert_eq!(
-        tls_volume["secret"]["secretName"], "nsight-coordinator-agent-tls",
+        tls_volume["secret"]["secretName"],
+        format!("{COORDINATOR}-agent-tls"),
         "{tls_volume}"
+    );
+    let (_, copied) = c.request(
+        "GET",
+        &format!("/api/v1/namespaces/{ns}/secrets/{COORDINATOR}-agent-tls"),
+        None,
+    );
+    let mut keys: Vec<&String> = copied["data"]
+        .as_object()
+        .map(|d| d.keys().collect())
+        .unwrap_or_default();
+    keys.sort();
+    assert_eq!(
+        keys,
+        ["agent.crt", "agent.key", "ca.crt"],
+        "only the client half: {copied}"
+    );
+    assert_eq!(
+        copied["metadata"]["labels"]["nvidia.com/nsight-copied-from"],
+        sys.as_str()
     );
 
     // 5. One session, one collection of about two seconds, its report listed and downloaded
@@ -415,8 +445,52 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
         &dir.path().join("launch-results"),
     ));
 
-    // 9. helm uninstall leaves nothing of the release behind (the CRDs stay, as Helm keeps
-    //    them; the team namespace's resources are the user's).
+    // 9. helm upgrade with changed values: the gateway becomes a NodePort Service. autoconfigure
+    //    again: the helper of the port-forward is stopped, the URL is the node's address.
+    let forwarded = format!("127.0.0.1:{http_port}");
+    std::fs::write(&values_file, values("NodePort", storage_port)).expect("values");
+    helm_on(
+        &kubeconfig,
+        &[
+            "upgrade",
+            &release,
+            chart_dir().to_str().expect("chart path"),
+            "-n",
+            &sys,
+            "-f",
+            values_file.to_str().expect("values path"),
+        ],
+    );
+    let node_port = wait_for(Duration::from_secs(60), || {
+        let (_, svc) = c.request(
+            "GET",
+            &format!("/api/v1/namespaces/{sys}/services/nsight-operator-gateway"),
+            None,
+        );
+        (svc["spec"]["type"] == "NodePort").then(|| svc["spec"]["ports"][0]["nodePort"].as_u64())?
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "the gateway Service is not a NodePort\n{}",
+            c.describe_namespace(&sys)
+        )
+    });
+    let configured = autoconfigure(&cli, &kube_env, &sys, &[]);
+    assert_eq!(
+        configured["gateway"],
+        format!("https://10.244.0.1:{node_port}"),
+        "{configured}"
+    );
+    assert!(configured["portForward"].is_null(), "{configured}");
+    assert!(
+        std::net::TcpStream::connect(&forwarded).is_err(),
+        "the port-forward helper still listens on {forwarded}"
+    );
+    let status = cli.json(&["status"]);
+    assert!(status["agentCounts"].is_object(), "{status}");
+
+    // 10. helm uninstall leaves nothing of the release behind (the CRDs stay, as Helm keeps
+    //    them; the copies in the team namespace are labelled for the admin to delete).
     helm_on(&kubeconfig, &["uninstall", &release, "-n", &sys, "--wait"]);
     let leftovers = [
         format!("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{fullname}-injector"),
@@ -424,6 +498,10 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
         format!("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{fullname}"),
         format!("/apis/apps/v1/namespaces/{sys}/deployments/{fullname}"),
         format!("/api/v1/namespaces/{sys}/secrets/{fullname}-webhook-tls"),
+        format!("/api/v1/namespaces/{sys}/secrets/{release}-gateway-apikey"),
+        format!("/apis/nvidia.com/v1alpha1/namespaces/{sys}/nsightgateways/nsight-operator-gateway"),
+        format!("/apis/nvidia.com/v1alpha1/namespaces/{sys}/nsightcoordinators/{COORDINATOR}"),
+        format!("/apis/apps/v1/namespaces/{sys}/deployments/{COORDINATOR}"),
     ];
     let gone = wait_for(Duration::from_secs(60), || {
         leftovers
@@ -439,6 +517,15 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
             .filter(|p| c.request("GET", p, None).0 != 404)
             .collect::<Vec<_>>()
     );
+}
+
+/// `nsight-cloud autoconfigure -n <namespace> <extra>` with the kubeconfig; its JSON summary.
+fn autoconfigure(cli: &Cli<'_>, env: &[(&str, &OsStr)], namespace: &str, extra: &[&str]) -> Value {
+    let mut args = vec!["--output", "json", "autoconfigure", "-n", namespace];
+    args.extend_from_slice(extra);
+    let (code, out, err) = cli.run_env(&args, env);
+    assert_eq!(code, 0, "autoconfigure failed:\n{out}\n{err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
 }
 
 /// `analysis run nvtx_sum --session <session> --wait` through the CLI; its CSV, downloaded

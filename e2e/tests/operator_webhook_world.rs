@@ -67,7 +67,7 @@ fn start_webhook(rt: &tokio::runtime::Runtime, kube: &Kube, dir: &TempDir) -> (S
     let shell = Shell {
         events: Some(events),
         provisioner: Some(provisioner),
-        agent_certs: None,
+        copier: None,
         ready: Some(Arc::new(move || ready.synced())),
     };
     let webhook = Webhook {

@@ -277,6 +277,38 @@ pub struct Config {
     /// A CA to trust for the gateway's certificate, besides the built-in roots (PEM).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_cert: Option<CaCert>,
+    /// The port-forward `autoconfigure` set up for a ClusterIP gateway (see autoconfigure/).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port_forward: Option<PortForward>,
+}
+
+/// Loopback ports forwarded to a ClusterIP gateway's Service by a helper process of the CLI
+/// (`nsight-cloud port-forward run`), started by `autoconfigure` and restarted by any later
+/// command that finds it gone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PortForward {
+    pub namespace: String,
+    pub service: String,
+    /// The kubeconfig context of `autoconfigure` (`None`: the current one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    /// `$KUBECONFIG` at `autoconfigure` (`None`: kube's defaults), so a helper started again
+    /// by a later command reaches the same cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubeconfig: Option<PathBuf>,
+    /// `127.0.0.1:<local>` -> the Service's `<remote>` port.
+    pub ports: Vec<ForwardedPort>,
+    /// The helper's process ID.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForwardedPort {
+    pub local: u16,
+    pub remote: u16,
 }
 
 impl Config {
@@ -366,6 +398,7 @@ impl ConfigureRequest {
             gateway,
             auth,
             ca_cert: self.ca_cert,
+            port_forward: None,
         })
     }
 }

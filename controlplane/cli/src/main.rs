@@ -16,6 +16,8 @@ mod analysis_flags;
 mod analysis_inputs;
 mod analysis_local;
 mod api;
+mod argv;
+mod autoconfigure;
 mod config;
 mod download;
 mod login;
@@ -45,8 +47,8 @@ use crate::render::Rendered;
 #[derive(Debug, Parser)]
 #[command(name = "nsight-cloud", version)]
 struct Cli {
-    /// Tag of the agents and sessions to control.
-    #[arg(long, value_name = "TAG", default_value = "default")]
+    /// Tag of the agents and sessions to control (before or after the action).
+    #[arg(long, value_name = "TAG", default_value = "default", global = true)]
     tag: String,
     /// Debug logging to stderr.
     #[arg(short = 'v')]
@@ -69,8 +71,17 @@ enum OutputFormat {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Configure the CLI from the cluster with your kubeconfig: the gateway URL from its
+    /// Service, the credentials from its NsightGateway, the CA from its TLS Secret, and for a
+    /// ClusterIP Service a port-forward that later commands reuse.
+    Autoconfigure(AutoconfigureArgs),
     /// Store the gateway URL and credentials in the configuration file (mode 0600).
     Configure(ConfigureArgs),
+    /// The port-forward autoconfigure started: `status` (default) or `stop`.
+    PortForward {
+        #[command(subcommand)]
+        action: Option<PortForwardAction>,
+    },
     /// Log in to the configured OAuth2/OIDC issuer; the token is stored in the configuration.
     Login,
     /// Open a new profiling session, optionally titled (profiler-start opens one if needed).
@@ -94,6 +105,41 @@ enum Command {
     /// Run analysis recipes on the session's reports and manage their jobs.
     #[command(subcommand)]
     Analysis(analysis::AnalysisCommand),
+}
+
+#[derive(Debug, Args)]
+struct AutoconfigureArgs {
+    /// Namespace of the gateway.
+    #[arg(short = 'n', long, value_name = "NAMESPACE")]
+    namespace: String,
+    /// The gateway's Kubernetes Service.
+    #[arg(short = 's', long = "servicename", alias = "service", value_name = "NAME", default_value = autoconfigure::DEFAULT_SERVICE)]
+    servicename: String,
+    /// Loopback ports a ClusterIP gateway is forwarded to: HTTP,STORAGE.
+    #[arg(long, value_name = "HTTP,STORAGE", default_value = "8888,9000", value_parser = parse_port_pair)]
+    local_ports: (u16, u16),
+}
+
+fn parse_port_pair(value: &str) -> Result<(u16, u16), String> {
+    let parse = |p: &str| p.trim().parse::<u16>().ok().filter(|p| *p > 0);
+    match value.split_once(',') {
+        Some((a, b)) => match (parse(a), parse(b)) {
+            (Some(a), Some(b)) if a != b => Ok((a, b)),
+            _ => Err("two different ports from 1 to 65535, e.g. 8888,9000".into()),
+        },
+        None => Err("HTTP,STORAGE ports, e.g. 8888,9000".into()),
+    }
+}
+
+#[derive(Debug, Clone, Copy, Subcommand)]
+enum PortForwardAction {
+    /// Whether the helper is running, and its ports.
+    Status,
+    /// Stop the helper (later commands start it again; `configure` removes it for good).
+    Stop,
+    /// The helper itself (started by the CLI).
+    #[command(hide = true)]
+    Run,
 }
 
 #[derive(Debug, Args)]
@@ -233,6 +279,10 @@ pub(crate) enum Failure {
     JobFailed,
     /// `analysis run --input`: the local run failed (its own exit code).
     Local(nsight_recipe_host::local::LocalError),
+    /// `autoconfigure` could not configure the CLI.
+    Autoconfigure(autoconfigure::AutoconfigureError),
+    /// The port-forward helper could not be started (exit 3: the gateway is unreachable).
+    Forward(autoconfigure::forward::ForwardError),
     /// Flags that do not go together (exit 2); the message says what to write.
     Usage(String),
 }
@@ -269,6 +319,8 @@ impl Failure {
             | Failure::Http(_)
             | Failure::JobFailed => 1,
             Failure::Local(e) => e.exit_code(),
+            Failure::Autoconfigure(e) => e.exit_code(),
+            Failure::Forward(_) => 3,
         }
     }
 }
@@ -284,7 +336,7 @@ struct Ctx<'a> {
 }
 
 fn main() -> ExitCode {
-    let mut cli = Cli::parse();
+    let mut cli = Cli::parse_from(argv::session_after_action(std::env::args_os().collect()));
     if let Command::Analysis(analysis::AnalysisCommand::Run(run)) = &mut cli.command {
         let given = std::mem::replace(run, analysis::RunArgs::empty());
         match analysis_flags::lift_trailing_flags(given) {
@@ -327,6 +379,10 @@ fn main() -> ExitCode {
 fn dispatch(ctx: &Ctx<'_>, command: &Command) -> Result<(), Failure> {
     let tag = ctx.tag;
     match command {
+        Command::Autoconfigure(args) => autoconfigure_command(ctx, args),
+        Command::PortForward { action } => {
+            port_forward_command(ctx, action.unwrap_or(PortForwardAction::Status))
+        }
         Command::Configure(args) => configure(ctx, args),
         Command::Login => login_command(ctx),
         Command::SessionBegin { title } => call(
@@ -459,6 +515,13 @@ fn configure(ctx: &Ctx<'_>, args: &ConfigureArgs) -> Result<(), Failure> {
         request.ca_cert = Some(trust::CaCert::read(path).map_err(Failure::CaCert)?);
     }
     let config = request.validate()?;
+    // A port-forward of an earlier autoconfigure is not wanted any more.
+    if let Some(old) = config::load(&ctx.config_path)
+        .ok()
+        .and_then(|c| c.port_forward)
+    {
+        autoconfigure::forward::stop(&old);
+    }
     config::save(&ctx.config_path, &config)?;
     match ctx.output {
         OutputFormat::Table => print_rendered(&render::configured(&ctx.config_path, &config)),
@@ -469,6 +532,80 @@ fn configure(ctx: &Ctx<'_>, args: &ConfigureArgs) -> Result<(), Failure> {
         }
     }
     Ok(())
+}
+
+/// `autoconfigure`: configures the CLI from the cluster and says what it found.
+fn autoconfigure_command(ctx: &Ctx<'_>, args: &AutoconfigureArgs) -> Result<(), Failure> {
+    let request = autoconfigure::Request {
+        namespace: args.namespace.clone(),
+        service: args.servicename.clone(),
+        local_ports: args.local_ports,
+    };
+    let outcome = autoconfigure::run(&ctx.config_path, &request).map_err(Failure::Autoconfigure)?;
+    match ctx.output {
+        OutputFormat::Table => print_rendered(&autoconfigure::summary(
+            &ctx.config_path,
+            &request,
+            &outcome,
+        )),
+        OutputFormat::Json => out(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&autoconfigure::summary_json(&ctx.config_path, &outcome))
+                .unwrap_or_default()
+        )),
+    }
+    Ok(())
+}
+
+/// `port-forward [status|stop|run]`.
+fn port_forward_command(ctx: &Ctx<'_>, action: PortForwardAction) -> Result<(), Failure> {
+    let config = config::load(&ctx.config_path)?;
+    let Some(pf) = config.port_forward else {
+        return Err(Failure::Usage(
+            "no port-forward is configured (autoconfigure sets one up for a ClusterIP gateway)"
+                .into(),
+        ));
+    };
+    let ports = pf
+        .ports
+        .iter()
+        .map(|p| format!("127.0.0.1:{} -> {}", p.local, p.remote))
+        .collect::<Vec<_>>()
+        .join(", ");
+    match action {
+        PortForwardAction::Status => {
+            let state = if autoconfigure::forward::is_up(&pf) {
+                "running"
+            } else {
+                "not running (the next command starts it)"
+            };
+            out(&format!(
+                "port-forward to {}/svc/{}: {ports}: {state}\n",
+                pf.namespace, pf.service
+            ));
+            Ok(())
+        }
+        PortForwardAction::Stop => {
+            let stopped = autoconfigure::forward::stop(&pf);
+            out(&format!(
+                "port-forward {}\n",
+                if stopped {
+                    "stopped"
+                } else {
+                    "was not running"
+                }
+            ));
+            Ok(())
+        }
+        PortForwardAction::Run => {
+            let _ = tracing_subscriber::fmt()
+                .with_writer(io::stderr)
+                .with_max_level(tracing::Level::INFO)
+                .with_ansi(false)
+                .try_init();
+            autoconfigure::forward::run(&pf).map_err(Failure::Forward)
+        }
+    }
 }
 
 /// Loads the configuration, sends one request and prints its answer.
@@ -489,7 +626,8 @@ fn call(
 /// Loads the configuration (warning when a file holding a key is readable by others) and builds
 /// the gateway client.
 fn connect(ctx: &Ctx<'_>) -> Result<Client, Failure> {
-    let config = config::load(&ctx.config_path)?;
+    let mut config = config::load(&ctx.config_path)?;
+    autoconfigure::ensure_forward(&ctx.config_path, &mut config).map_err(Failure::Forward)?;
     match &config.auth {
         Auth::OAuth2(_) => {
             let token = oauth_bearer(ctx, &config)?;
@@ -648,6 +786,10 @@ fn fail(cli: &Cli, ctx: Option<&Ctx<'_>>, failure: &Failure) -> ExitCode {
         Failure::JobFailed => err("error: the analysis job did not succeed (see its reason above)"),
         Failure::Local(e) => err(&format!("error: {e}")),
         Failure::Usage(message) => err(&format!("error: {message}")),
+        Failure::Autoconfigure(e) => err(&format!("error: {e}")),
+        Failure::Forward(e) => err(&format!(
+            "error: {e}\nhint: run `nsight-cloud{config_flag} autoconfigure -n <namespace>` again, or `port-forward stop` and use `configure --gw URL`"
+        )),
     }
     ExitCode::from(failure.exit_code())
 }
@@ -714,10 +856,18 @@ mod tests {
             cli.command,
             Command::ProfilerStart(SessionArg { session: None })
         ));
-        // Global options belong before the action, as in the original CLI.
-        assert_eq!(
-            parse(&["status", "--tag", "x"]).unwrap_err().kind(),
-            ErrorKind::UnknownArgument
+        // --tag and --session before or after the action, as the guide's syntax allows.
+        assert_eq!(parse(&["status", "--tag", "x"]).unwrap().tag, "x");
+        let id = "67e55044-10b1-426f-9247-bb680e5fe0c8";
+        let args = argv::session_after_action(
+            ["nsight-cloud", "--session", id, "ls", "--tag", "gpu"]
+                .map(std::ffi::OsString::from)
+                .to_vec(),
+        );
+        let cli = Cli::try_parse_from(args).unwrap();
+        assert_eq!(cli.tag, "gpu");
+        assert!(
+            matches!(cli.command, Command::Ls(SessionArg { session: Some(s) }) if s.to_string() == id)
         );
         assert_eq!(
             parse(&["--output", "yaml", "status"]).unwrap_err().kind(),

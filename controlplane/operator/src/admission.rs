@@ -30,6 +30,9 @@ pub struct Effects {
     pub event: Option<SkipEvent>,
     /// A Pod was injected in this namespace (auto-provisioning).
     pub injected_in: Option<String>,
+    /// Secrets of another namespace the injected Pod mounts (single-tenant): copied into its
+    /// namespace before the answer, so the Pod finds them when it starts.
+    pub copies: Vec<crate::secret_copy::SecretCopy>,
 }
 
 /// The body is not an AdmissionReview with a request uid: nothing to answer to.
@@ -151,7 +154,7 @@ pub fn review_with_effects(
     let dry_run = request.dry_run == Some(true);
     match decide_in(&pod, None, &view, &settings.default_tool_config) {
         Decision::Inject { tool, source } => {
-            let storage = report_storage(&tool, &view.storage);
+            let storage = report_storage(&tool, &view.storage, view.cluster_storage.as_ref());
             let ops = patch(&pod, &tool, &source, settings, &storage);
             let bytes = serde_json::to_vec(&ops).unwrap_or_default();
             response["patchType"] = json!("JSONPatch");
@@ -159,6 +162,7 @@ pub fn review_with_effects(
             // Recorded on the Pod (annotation); a log line per Pod would be on the request path.
             tracing::debug!(%namespace, tool = %tool.name, %source, "injecting");
             if !dry_run {
+                effects.copies = crate::secret_copy::copies_for(&namespace, settings, &storage);
                 effects.injected_in = Some(namespace);
             }
         }

@@ -15,7 +15,6 @@
 
 pub mod admission;
 pub mod agent_tls;
-pub mod agent_tls_copy;
 pub mod cel;
 pub mod certs;
 pub mod conditions;
@@ -29,6 +28,7 @@ pub mod patch;
 pub mod plugins;
 pub mod provision;
 pub mod render;
+pub mod secret_copy;
 pub mod selector;
 pub mod server;
 pub mod settings;

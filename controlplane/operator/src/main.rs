@@ -310,10 +310,7 @@ async fn run_manager(args: ManagerArgs) -> Result<()> {
 
 /// The webhook's World from the API server, its skip Events and (when asked) provisioning;
 /// waits up to `--sync-timeout-secs` for the caches.
-async fn cluster_world(
-    args: WebhookClusterArgs,
-    coordinator_url: Option<String>,
-) -> Result<(Arc<dyn World>, Shell)> {
+async fn cluster_world(args: WebhookClusterArgs) -> Result<(Arc<dyn World>, Shell)> {
     let client = kube::Client::try_default().await.context(
         "no Kubernetes client configuration (in-cluster or KUBECONFIG); pass --world FILE to run without the API server",
     )?;
@@ -321,12 +318,9 @@ async fn cluster_world(
     tokio::spawn(watch);
     let (events, publish) = EventSink::start(client.clone());
     tokio::spawn(publish);
-    let agent_certs = coordinator_url.map(|url| {
-        Arc::new(nsight_operator::agent_tls_copy::AgentCertCopier::new(
-            client.clone(),
-            url,
-        ))
-    });
+    let copier = Arc::new(nsight_operator::secret_copy::SecretCopier::new(
+        client.clone(),
+    ));
     let provisioner = args.auto_provision.then(|| {
         let (provisioner, work) = Provisioner::start(client);
         tokio::spawn(work);
@@ -344,7 +338,7 @@ async fn cluster_world(
     let shell = Shell {
         events: Some(events),
         provisioner,
-        agent_certs,
+        copier: Some(copier),
         ready: Some(Arc::new(move || ready.synced())),
     };
     Ok((Arc::new(world), shell))
@@ -437,7 +431,7 @@ async fn run(command: Command) -> Result<()> {
             ),
         };
     let (world, shell): (Arc<dyn World>, Shell) = match world {
-        None => cluster_world(cluster, coordinator_url.clone()).await?,
+        None => cluster_world(cluster).await?,
         Some(path) => {
             let text = std::fs::read(&path)
                 .with_context(|| format!("cannot read the world file {}", path.display()))?;

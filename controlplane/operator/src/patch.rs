@@ -35,20 +35,32 @@ const STORAGE_DIR: &str = "/etc/nsight/storage";
 #[derive(Debug, Clone, PartialEq)]
 pub enum ReportStorage {
     /// The `storage-config.yaml` in this Secret of the Pod's namespace (from this config).
-    Secret { config: String, secret: SecretRef },
+    /// `copied_from`: the Secret is the cluster namespace's, copied into the Pod's namespace
+    /// by the webhook (single-tenant; see `secret_copy`).
+    Secret {
+        config: String,
+        secret: SecretRef,
+        copied_from: Option<String>,
+    },
     /// None: the reason goes on the Pod; its agents run their programs unprofiled and say why.
     Unavailable(String),
 }
 
 /// The tool config's `cloudStorageConfigRef` in the namespace's storage configs; without a
-/// reference, the namespace's only storage config with a Secret (what a single-tenant install
-/// or auto-provisioning creates).
-pub fn report_storage(tool: &NsightToolConfig, storage: &StorageSecrets) -> ReportStorage {
+/// reference, the namespace's only storage config with a Secret (what auto-provisioning
+/// creates), else the cluster namespace's only one (a single-tenant install: its Secret is
+/// copied into the Pod's namespace).
+pub fn report_storage(
+    tool: &NsightToolConfig,
+    storage: &StorageSecrets,
+    cluster: Option<&(String, std::sync::Arc<StorageSecrets>)>,
+) -> ReportStorage {
     match &tool.cloud_storage_config_ref {
         Some(name) => match storage.get(name) {
             Some(Some(secret)) => ReportStorage::Secret {
                 config: name.clone(),
                 secret: secret.clone(),
+                copied_from: None,
             },
             Some(None) => ReportStorage::Unavailable(format!(
                 "NsightCloudStorageConfig {name} keeps reports in the Pod (local or disabled)"
@@ -58,24 +70,51 @@ pub fn report_storage(tool: &NsightToolConfig, storage: &StorageSecrets) -> Repo
                 tool.name
             )),
         },
-        None => {
-            let mut with_secret = storage
-                .iter()
-                .filter_map(|(name, s)| s.as_ref().map(|s| (name, s)));
-            match (with_secret.next(), with_secret.next()) {
-                (Some((name, secret)), None) => ReportStorage::Secret {
-                    config: name.clone(),
-                    secret: secret.clone(),
-                },
-                (None, _) => ReportStorage::Unavailable(
+        None => match only_one(tool, storage, "this namespace") {
+            Err(None) => match cluster {
+                Some((namespace, cluster_storage)) => {
+                    match only_one(tool, cluster_storage, namespace) {
+                        Ok(ReportStorage::Secret { config, secret, .. }) => ReportStorage::Secret {
+                            config: format!("{namespace}/{config}"),
+                            secret,
+                            copied_from: Some(namespace.clone()),
+                        },
+                        Ok(other) | Err(Some(other)) => other,
+                        Err(None) => ReportStorage::Unavailable(format!(
+                            "no NsightCloudStorageConfig in this namespace or in {namespace}"
+                        )),
+                    }
+                }
+                None => ReportStorage::Unavailable(
                     "no NsightCloudStorageConfig in this namespace".into(),
                 ),
-                (Some(_), Some(_)) => ReportStorage::Unavailable(format!(
-                    "several NsightCloudStorageConfigs in this namespace: name one in tool config {}'s cloudStorageConfigRef",
-                    tool.name
-                )),
-            }
-        }
+            },
+            Ok(found) | Err(Some(found)) => found,
+        },
+    }
+}
+
+/// The only storage config of `storage` with a Secret (`Ok`), a reason (`Err(Some)`), or none
+/// at all (`Err(None)`).
+fn only_one(
+    tool: &NsightToolConfig,
+    storage: &StorageSecrets,
+    place: &str,
+) -> Result<ReportStorage, Option<ReportStorage>> {
+    let mut with_secret = storage
+        .iter()
+        .filter_map(|(name, s)| s.as_ref().map(|s| (name, s)));
+    match (with_secret.next(), with_secret.next()) {
+        (Some((name, secret)), None) => Ok(ReportStorage::Secret {
+            config: name.clone(),
+            secret: secret.clone(),
+            copied_from: None,
+        }),
+        (None, _) => Err(None),
+        (Some(_), Some(_)) => Err(Some(ReportStorage::Unavailable(format!(
+            "several NsightCloudStorageConfigs in {place}: name one in tool config {}'s cloudStorageConfigRef",
+            tool.name
+        )))),
     }
 }
 
@@ -203,9 +242,17 @@ pub fn patch(
     }
 
     let storage_note = match storage {
-        ReportStorage::Secret { config, secret } => {
-            format!("NsightCloudStorageConfig {config} (Secret {})", secret.name)
-        }
+        ReportStorage::Secret {
+            config,
+            secret,
+            copied_from,
+        } => match copied_from {
+            None => format!("NsightCloudStorageConfig {config} (Secret {})", secret.name),
+            Some(from) => format!(
+                "NsightCloudStorageConfig {config} (Secret {} copied from {from})",
+                secret.name
+            ),
+        },
         ReportStorage::Unavailable(why) => format!("none: {why}"),
     };
     let annotations = [
@@ -388,13 +435,15 @@ mod storage_tests {
         .into_iter()
         .collect();
         assert_eq!(
-            report_storage(&tool(Some("team")), &storage),
+            report_storage(&tool(Some("team")), &storage, None),
             ReportStorage::Secret {
                 config: "team".into(),
-                secret: secret("team-credentials").unwrap()
+                secret: secret("team-credentials").unwrap(),
+                copied_from: None,
             }
         );
-        let ReportStorage::Unavailable(why) = report_storage(&tool(Some("gone")), &storage) else {
+        let ReportStorage::Unavailable(why) = report_storage(&tool(Some("gone")), &storage, None)
+        else {
             panic!("a missing config cannot be mounted");
         };
         assert!(
@@ -402,7 +451,7 @@ mod storage_tests {
             "{why}"
         );
         assert!(matches!(
-            report_storage(&tool(Some("local")), &storage),
+            report_storage(&tool(Some("local")), &storage, None),
             ReportStorage::Unavailable(_)
         ));
     }
@@ -411,21 +460,50 @@ mod storage_tests {
     fn without_a_reference_the_only_storage_config_is_used() {
         let one: StorageSecrets = [("only".to_owned(), secret("s"))].into_iter().collect();
         assert!(matches!(
-            report_storage(&tool(None), &one),
+            report_storage(&tool(None), &one, None),
             ReportStorage::Secret { .. }
         ));
         let none = StorageSecrets::new();
         assert!(matches!(
-            report_storage(&tool(None), &none),
+            report_storage(&tool(None), &none, None),
             ReportStorage::Unavailable(_)
         ));
         let two: StorageSecrets = [("a".to_owned(), secret("a")), ("b".to_owned(), secret("b"))]
             .into_iter()
             .collect();
-        let ReportStorage::Unavailable(why) = report_storage(&tool(None), &two) else {
+        let ReportStorage::Unavailable(why) = report_storage(&tool(None), &two, None) else {
             panic!("two configs are ambiguous");
         };
         assert!(why.contains("cloudStorageConfigRef"), "{why}");
+        // Single-tenant: the release namespace's only storage config, copied.
+        let cluster = ("nsight".to_owned(), std::sync::Arc::new(one.clone()));
+        assert_eq!(
+            report_storage(&tool(None), &none, Some(&cluster)),
+            ReportStorage::Secret {
+                config: "nsight/only".into(),
+                secret: secret("s").unwrap(),
+                copied_from: Some("nsight".into()),
+            }
+        );
+        // The namespace's own comes first.
+        assert!(matches!(
+            report_storage(&tool(None), &one, Some(&cluster)),
+            ReportStorage::Secret {
+                copied_from: None,
+                ..
+            }
+        ));
+        let ReportStorage::Unavailable(why) = report_storage(
+            &tool(None),
+            &none,
+            Some(&(
+                "nsight".to_owned(),
+                std::sync::Arc::new(StorageSecrets::new()),
+            )),
+        ) else {
+            panic!("nothing to copy");
+        };
+        assert!(why.contains("or in nsight"), "{why}");
     }
 
     #[test]
@@ -438,6 +516,7 @@ mod storage_tests {
         let storage = ReportStorage::Secret {
             config: "team".into(),
             secret: secret("team-credentials").unwrap(),
+            copied_from: None,
         };
         let ops = patch(&pod, &tool(None), "label", &Settings::default(), &storage);
         let text = serde_json::to_string(&ops).unwrap();

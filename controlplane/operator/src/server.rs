@@ -56,8 +56,8 @@ impl std::fmt::Debug for Webhook {
 pub struct Shell {
     pub events: Option<EventSink>,
     pub provisioner: Option<Provisioner>,
-    /// Single-tenant: copies the agent certificates into a namespace before its first Pod.
-    pub agent_certs: Option<Arc<crate::agent_tls_copy::AgentCertCopier>>,
+    /// Single-tenant: copies the Secrets an injected Pod mounts into its namespace.
+    pub copier: Option<Arc<crate::secret_copy::SecretCopier>>,
     /// `GET /readyz` answers 200 when this says so (the World's caches are synced).
     pub ready: Option<Arc<dyn Fn() -> bool + Send + Sync>>,
 }
@@ -188,10 +188,8 @@ async fn mutate(State(state): State<AppState>, body: Bytes) -> Response {
     let webhook = &state.webhook;
     match review_with_effects(&body, webhook.world.as_ref(), &webhook.settings) {
         Ok((answer, effects)) => {
-            if let (Some(copier), Some(namespace)) =
-                (&state.shell.agent_certs, &effects.injected_in)
-            {
-                copier.ensure(namespace).await;
+            if let (Some(copier), Some(namespace)) = (&state.shell.copier, &effects.injected_in) {
+                copier.ensure(namespace, &effects.copies).await;
             }
             let response = Json(answer).into_response();
             state.shell.apply(effects);

@@ -61,6 +61,9 @@ pub struct View {
     pub cluster: Arc<[Arc<Config>]>,
     /// The namespace's NsightCloudStorageConfigs (what injected agents mount).
     pub storage: Arc<StorageSecrets>,
+    /// The cluster namespace (single-tenant: the release's) and its storage configs, used when
+    /// the Pod's namespace has none (`None` for the cluster namespace itself).
+    pub cluster_storage: Option<(String, Arc<StorageSecrets>)>,
 }
 
 impl View {
@@ -158,11 +161,23 @@ impl Snapshot {
         } else {
             self.configs.cluster.clone()
         };
+        let cluster_storage = self
+            .configs
+            .cluster_namespace
+            .as_deref()
+            .filter(|_| !own)
+            .map(|ns| {
+                (
+                    ns.to_owned(),
+                    self.storage.get(ns).cloned().unwrap_or_default(),
+                )
+            });
         View {
             labels,
             configs,
             cluster,
             storage: self.storage.get(namespace).cloned().unwrap_or_default(),
+            cluster_storage,
         }
     }
 }

@@ -142,6 +142,11 @@ fn whole_sha256(metadata: Option<&str>, checksum: Option<&str>) -> Option<String
     })
 }
 
+/// Whether the platform's CA certificates load (at least one).
+fn has_native_roots() -> bool {
+    !rustls_native_certs::load_native_certs().certs.is_empty()
+}
+
 fn strip_quotes(etag: &str) -> String {
     etag.trim_matches('"').to_owned()
 }
@@ -170,7 +175,17 @@ impl S3Store {
             .endpoint_url
             .as_deref()
             .is_some_and(|u| u.starts_with("http://"));
-        let trust = tls::TrustStore::empty().with_native_roots(!plain_http);
+        // The native roots only when there are some: the S3 client panics on an empty set
+        // (a container image without CA certificates, e.g. a distroless workload the agent
+        // runs in); then an https endpoint fails its handshake with a clear error instead.
+        let native = !plain_http && has_native_roots();
+        if !plain_http && !native {
+            tracing::warn!(
+                "no CA certificates on this machine (/etc/ssl/certs): the https storage \
+                 endpoint cannot be verified; add CA certificates to the image"
+            );
+        }
+        let trust = tls::TrustStore::empty().with_native_roots(native);
         let tls_context = tls::TlsContext::builder()
             .with_trust_store(trust)
             .build()

@@ -285,6 +285,7 @@ fn gateway_spec(layout: &Layout, repository: &str, tag: &str) -> Result<ImageSpe
         Entry::dir("/tmp", 0o1777),
         Entry::dir("/home/envoy", 0o755).owned_by(ENVOY_UID, ENVOY_UID),
     ];
+    entries.extend(ca_bundle());
     entries.push(Entry::file("/usr/local/bin/envoy", &program, 0o755));
     entries.extend(closure_entries(&[program.as_path()])?);
     Ok(ImageSpec {
@@ -368,9 +369,23 @@ fn closure_entries(programs: &[&Path]) -> Result<Vec<Entry>> {
         .collect()
 }
 
-/// The files every image has: a passwd and group naming the non-root user, a writable /tmp.
+/// The host's CA bundle (Debian's `ca-certificates`), so that components reach https
+/// endpoints (an external S3 bucket, an OpenID provider) with the public roots.
+const CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+
+/// [`CA_BUNDLE`] when the host has it.
+fn ca_bundle() -> Vec<Entry> {
+    Path::new(CA_BUNDLE)
+        .is_file()
+        .then(|| Entry::file(CA_BUNDLE, CA_BUNDLE, 0o644))
+        .into_iter()
+        .collect()
+}
+
+/// The files every image has: a passwd and group naming the non-root user, a writable /tmp,
+/// the CA bundle.
 fn base_entries() -> Vec<Entry> {
-    vec![
+    let mut entries = vec![
         Entry::bytes(
             "/etc/passwd",
             format!("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:{NONROOT}:{NONROOT}:nonroot:/home/nonroot:/sbin/nologin\n"),
@@ -383,7 +398,9 @@ fn base_entries() -> Vec<Entry> {
         ),
         Entry::dir("/tmp", 0o1777),
         Entry::dir("/home/nonroot", 0o755).owned_by(NONROOT, NONROOT),
-    ]
+    ];
+    entries.extend(ca_bundle());
+    entries
 }
 
 /// A copy of `bin` without debug sections, in `staging` (the image needs no line tables).

@@ -175,7 +175,8 @@ fn profile(payloads: &Path, world: &Path, rounds: u32) -> Result<()> {
             let patch_us = match &decision {
                 Decision::Inject { tool, source } => {
                     let t = Instant::now();
-                    let storage = report_storage(tool, &view.storage);
+                    let storage =
+                        report_storage(tool, &view.storage, view.cluster_storage.as_ref());
                     let ops = patch(&pod, tool, source, &settings, &storage);
                     let bytes = serde_json::to_vec(&ops)?;
                     std::hint::black_box(base64::Engine::encode(
