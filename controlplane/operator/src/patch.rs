@@ -21,7 +21,10 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::{
-    agent_tls, render::storage::STORAGE_CONFIG_KEY, settings::Settings, world::StorageSecrets,
+    agent_tls,
+    render::storage::STORAGE_CONFIG_KEY,
+    settings::Settings,
+    world::{PodStorage, StorageSecrets},
     INJECTED_ANNOTATION, REASON_ANNOTATION, TOOLS_INIT_CONTAINER,
 };
 
@@ -30,6 +33,9 @@ pub const STORAGE_ANNOTATION: &str = "nvidia.com/nsight-storage";
 /// The volume with the storage config, and where it is mounted read-only in each container.
 const STORAGE_VOLUME: &str = "nsight-storage-config";
 const STORAGE_DIR: &str = "/etc/nsight/storage";
+/// Where a Pod with local storage keeps its reports.
+pub const LOCAL_REPORTS_DIR: &str = "/nsight-reports";
+const LOCAL_REPORTS_VOLUME: &str = "nsight-reports";
 
 /// Where an injected Pod's agents store their reports.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,6 +48,9 @@ pub enum ReportStorage {
         secret: SecretRef,
         copied_from: Option<String>,
     },
+    /// `storage_type: local` (this config): reports stay in the Pod, in an emptyDir at
+    /// [`LOCAL_REPORTS_DIR`] of every container (`kubectl cp` them out).
+    Local { config: String },
     /// None: the reason goes on the Pod; its agents run their programs unprofiled and say why.
     Unavailable(String),
 }
@@ -57,13 +66,16 @@ pub fn report_storage(
 ) -> ReportStorage {
     match &tool.cloud_storage_config_ref {
         Some(name) => match storage.get(name) {
-            Some(Some(secret)) => ReportStorage::Secret {
+            Some(PodStorage::Secret(secret)) => ReportStorage::Secret {
                 config: name.clone(),
                 secret: secret.clone(),
                 copied_from: None,
             },
-            Some(None) => ReportStorage::Unavailable(format!(
-                "NsightCloudStorageConfig {name} keeps reports in the Pod (local or disabled)"
+            Some(PodStorage::Local) => ReportStorage::Local {
+                config: name.clone(),
+            },
+            Some(PodStorage::None) => ReportStorage::Unavailable(format!(
+                "NsightCloudStorageConfig {name} is disabled or names no Secret"
             )),
             None => ReportStorage::Unavailable(format!(
                 "NsightCloudStorageConfig {name} (cloudStorageConfigRef of tool config {}) is not in this namespace",
@@ -94,21 +106,24 @@ pub fn report_storage(
     }
 }
 
-/// The only storage config of `storage` with a Secret (`Ok`), a reason (`Err(Some)`), or none
-/// at all (`Err(None)`).
+/// The only usable storage config of `storage` (`Ok`), a reason (`Err(Some)`), or none at all
+/// (`Err(None)`).
 fn only_one(
     tool: &NsightToolConfig,
     storage: &StorageSecrets,
     place: &str,
 ) -> Result<ReportStorage, Option<ReportStorage>> {
-    let mut with_secret = storage
+    let mut usable = storage
         .iter()
-        .filter_map(|(name, s)| s.as_ref().map(|s| (name, s)));
-    match (with_secret.next(), with_secret.next()) {
-        (Some((name, secret)), None) => Ok(ReportStorage::Secret {
+        .filter(|(_, s)| !matches!(s, PodStorage::None));
+    match (usable.next(), usable.next()) {
+        (Some((name, PodStorage::Secret(secret))), None) => Ok(ReportStorage::Secret {
             config: name.clone(),
             secret: secret.clone(),
             copied_from: None,
+        }),
+        (Some((name, _)), None) => Ok(ReportStorage::Local {
+            config: name.clone(),
         }),
         (None, _) => Err(None),
         (Some(_), Some(_)) => Err(Some(ReportStorage::Unavailable(format!(
@@ -143,6 +158,13 @@ pub fn patch(
         ..Volume::default()
     }];
     volumes.extend(tool.volumes.iter().cloned());
+    if matches!(storage, ReportStorage::Local { .. }) {
+        volumes.push(Volume {
+            name: LOCAL_REPORTS_VOLUME.into(),
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Volume::default()
+        });
+    }
     if let ReportStorage::Secret { secret, .. } = storage {
         volumes.push(Volume {
             name: STORAGE_VOLUME.into(),
@@ -194,6 +216,13 @@ pub fn patch(
                 ..VolumeMount::default()
             });
         }
+        if matches!(storage, ReportStorage::Local { .. }) {
+            mounts.push(VolumeMount {
+                name: LOCAL_REPORTS_VOLUME.into(),
+                mount_path: LOCAL_REPORTS_DIR.into(),
+                ..VolumeMount::default()
+            });
+        }
         if tls_secret.is_some() {
             mounts.push(agent_tls::mount());
         }
@@ -224,11 +253,13 @@ pub fn patch(
             _ => env.push(plain("LD_PRELOAD", &hook)),
         }
         env.extend(agent_env(container, namespace, tool, settings));
-        if matches!(storage, ReportStorage::Secret { .. }) {
-            env.push(plain(
+        match storage {
+            ReportStorage::Secret { .. } => env.push(plain(
                 "NSIGHT_CLOUD_STORAGE_CONFIG_FILE",
                 &format!("{STORAGE_DIR}/{STORAGE_CONFIG_KEY}"),
-            ));
+            )),
+            ReportStorage::Local { .. } => env.push(plain("NSIGHT_STORAGE_DIR", LOCAL_REPORTS_DIR)),
+            ReportStorage::Unavailable(_) => {}
         }
         if tls_secret.is_some() {
             env.push(plain(agent_tls::ENV, agent_tls::DIR));
@@ -253,6 +284,9 @@ pub fn patch(
                 secret.name
             ),
         },
+        ReportStorage::Local { config } => {
+            format!("NsightCloudStorageConfig {config} (local: {LOCAL_REPORTS_DIR} in the Pod)")
+        }
         ReportStorage::Unavailable(why) => format!("none: {why}"),
     };
     let annotations = [
@@ -419,18 +453,23 @@ mod storage_tests {
         }
     }
 
-    fn secret(name: &str) -> Option<SecretRef> {
-        Some(SecretRef {
+    fn secret_ref(name: &str) -> SecretRef {
+        SecretRef {
             name: name.into(),
             key: Some("storage-config.yaml".into()),
-        })
+        }
+    }
+
+    fn secret(name: &str) -> PodStorage {
+        PodStorage::Secret(secret_ref(name))
     }
 
     #[test]
     fn a_named_storage_config_is_mounted_and_a_missing_one_is_said() {
         let storage: StorageSecrets = [
             ("team".to_owned(), secret("team-credentials")),
-            ("local".to_owned(), None),
+            ("local".to_owned(), PodStorage::Local),
+            ("off".to_owned(), PodStorage::None),
         ]
         .into_iter()
         .collect();
@@ -438,7 +477,7 @@ mod storage_tests {
             report_storage(&tool(Some("team")), &storage, None),
             ReportStorage::Secret {
                 config: "team".into(),
-                secret: secret("team-credentials").unwrap(),
+                secret: secret_ref("team-credentials"),
                 copied_from: None,
             }
         );
@@ -450,8 +489,14 @@ mod storage_tests {
             why.contains("gone") && why.contains("not in this namespace"),
             "{why}"
         );
-        assert!(matches!(
+        assert_eq!(
             report_storage(&tool(Some("local")), &storage, None),
+            ReportStorage::Local {
+                config: "local".into()
+            }
+        );
+        assert!(matches!(
+            report_storage(&tool(Some("off")), &storage, None),
             ReportStorage::Unavailable(_)
         ));
     }
@@ -481,7 +526,7 @@ mod storage_tests {
             report_storage(&tool(None), &none, Some(&cluster)),
             ReportStorage::Secret {
                 config: "nsight/only".into(),
-                secret: secret("s").unwrap(),
+                secret: secret_ref("s"),
                 copied_from: Some("nsight".into()),
             }
         );
@@ -507,6 +552,37 @@ mod storage_tests {
     }
 
     #[test]
+    fn local_storage_keeps_reports_in_a_writable_directory_of_the_pod() {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "team"},
+            "spec": {"containers": [{"name": "main", "image": "x"}]},
+        }))
+        .unwrap();
+        let only: StorageSecrets = [("mine".to_owned(), PodStorage::Local)]
+            .into_iter()
+            .collect();
+        let storage = report_storage(&tool(None), &only, None);
+        assert_eq!(
+            storage,
+            ReportStorage::Local {
+                config: "mine".into()
+            }
+        );
+        let ops = patch(&pod, &tool(None), "label", &Settings::default(), &storage);
+        let text = serde_json::to_string(&ops).unwrap();
+        assert!(
+            text.contains(r#""name":"NSIGHT_STORAGE_DIR","value":"/nsight-reports""#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#""mountPath":"/nsight-reports","name":"nsight-reports""#),
+            "{text}"
+        );
+        assert!(!text.contains("NSIGHT_CLOUD_STORAGE_CONFIG_FILE"), "{text}");
+        assert!(text.contains("local: /nsight-reports in the Pod"), "{text}");
+    }
+
+    #[test]
     fn the_patch_mounts_the_secret_and_names_the_file() {
         let pod: Pod = serde_json::from_value(json!({
             "metadata": {"name": "p", "namespace": "team"},
@@ -515,7 +591,7 @@ mod storage_tests {
         .unwrap();
         let storage = ReportStorage::Secret {
             config: "team".into(),
-            secret: secret("team-credentials").unwrap(),
+            secret: secret_ref("team-credentials"),
             copied_from: None,
         };
         let ops = patch(&pod, &tool(None), "label", &Settings::default(), &storage);

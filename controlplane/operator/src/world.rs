@@ -41,13 +41,33 @@ use kube::{
 use nsight_api::{NsightCloudStorageConfig, NsightOperatorProfileConfig, SecretRef};
 use serde::Deserialize;
 
-use crate::render::storage::config_secret;
+use crate::render::storage::{backend, config_secret, Backend};
 
 type Config = NsightOperatorProfileConfig;
 type Labels = BTreeMap<String, String>;
-/// A namespace's storage configs by name: the Secret (and key) of their `storage-config.yaml`,
-/// or `None` when reports stay in the Pod (local) or storage is disabled.
-pub type StorageSecrets = BTreeMap<String, Option<SecretRef>>;
+/// A namespace's storage configs by name: what an injected Pod gets from each.
+pub type StorageSecrets = BTreeMap<String, PodStorage>;
+
+/// What an injected Pod gets from one NsightCloudStorageConfig.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PodStorage {
+    /// The Secret (and key) of its `storage-config.yaml`.
+    Secret(SecretRef),
+    /// `storage_type: local`: reports stay in the Pod.
+    Local,
+    /// `enabled: false`, or an external bucket without its Secret.
+    None,
+}
+
+impl PodStorage {
+    pub fn of(cr: &NsightCloudStorageConfig) -> Self {
+        match (backend(cr), config_secret(cr)) {
+            (Backend::Local, _) => Self::Local,
+            (_, Some(secret)) => Self::Secret(secret),
+            (_, None) => Self::None,
+        }
+    }
+}
 
 /// What the decision reads about one namespace, at one moment.
 #[derive(Clone, Debug, Default)]
@@ -195,7 +215,7 @@ fn index_storage(
         by_namespace
             .entry(ns)
             .or_default()
-            .insert(name, config_secret(cr));
+            .insert(name, PodStorage::of(cr));
     }
     by_namespace
         .into_iter()
