@@ -43,7 +43,31 @@ pub struct AgentConfig {
     pub max_backoff: Duration,
     /// Mutual TLS to the coordinator; `None` only for a coordinator started with
     /// `--insecure-agent-channel`.
-    pub tls: Option<AgentTls>,
+    pub tls: Option<TlsSource>,
+}
+
+/// Where the agent's certificates come from.
+#[derive(Debug, Clone)]
+pub enum TlsSource {
+    /// Already read.
+    Loaded(AgentTls),
+    /// Read at each connection attempt: an injected Pod's Secret volume may be filled only
+    /// after the Pod started (the first Pod of an auto-provisioned namespace is admitted before
+    /// its coordinator's certificates exist; the kubelet adds them to the optional volume
+    /// later). Until then the program runs, unprofiled, and the reason is logged.
+    Dir {
+        dir: std::path::PathBuf,
+        server_name: String,
+    },
+}
+
+impl TlsSource {
+    fn load(&self) -> std::io::Result<AgentTls> {
+        match self {
+            Self::Loaded(tls) => Ok(tls.clone()),
+            Self::Dir { dir, server_name } => AgentTls::from_dir(dir, server_name),
+        }
+    }
 }
 
 /// The agent's side of the channel's mutual TLS (PEM), as mounted from the coordinator's Secret.
@@ -125,7 +149,10 @@ async fn connect(
     let mut endpoint = Endpoint::from_shared(config.coordinator.clone())
         .map_err(|e| format!("bad coordinator address {}: {e}", config.coordinator))?
         .connect_timeout(Duration::from_secs(5));
-    if let Some(tls) = &config.tls {
+    if let Some(source) = &config.tls {
+        let tls = source.load().map_err(|e| {
+            format!("the agent certificates are not readable ({e}); the program runs unprofiled until they are")
+        })?;
         let tls_config = ClientTlsConfig::new()
             .ca_certificate(Certificate::from_pem(&tls.ca))
             .identity(Identity::from_pem(&tls.cert, &tls.key))

@@ -110,7 +110,8 @@ async fn main() -> anyhow::Result<()> {
         .tls_dir
         .as_deref()
         .map(|dir| channel::AgentTls::from_dir(dir, &args.tls_server_name))
-        .transpose()?;
+        .transpose()?
+        .map(channel::TlsSource::Loaded);
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<String>();
     for n in 0..args.count {
         let pod = format!("{}-{n}", args.pod_prefix);

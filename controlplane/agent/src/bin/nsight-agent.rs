@@ -7,7 +7,7 @@ use std::{path::PathBuf, time::Duration};
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 use nsight_agent::{
-    channel::{self, AgentConfig, AgentTls},
+    channel::{self, AgentConfig, TlsSource},
     nsys::{split_tool_args, NsysCommands},
     nsys_run,
     preflight::{self, Facts},
@@ -275,17 +275,13 @@ async fn run_command(args: RunArgs) -> anyhow::Result<i32> {
             backend: backend.into(),
             diagnostics,
             max_backoff: Duration::from_secs(10),
-            tls: args
-                .tls_dir
-                .as_deref()
-                .map(|d| {
-                    let name = args
-                        .tls_server_name
-                        .clone()
-                        .unwrap_or_else(|| channel::server_name_of(url));
-                    AgentTls::from_dir(d, &name)
-                })
-                .transpose()?,
+            tls: args.tls_dir.as_deref().map(|d| TlsSource::Dir {
+                dir: d.to_owned(),
+                server_name: args
+                    .tls_server_name
+                    .clone()
+                    .unwrap_or_else(|| channel::server_name_of(url)),
+            }),
         }),
         _ => None,
     };
