@@ -63,12 +63,12 @@ fn free_ports() -> (u16, u16) {
 }
 
 /// The chart's values in this test: images imported (never pulled), no perf-event DaemonSet
-/// (it needs a shell image), no UI or tenant operator (no images for them on the node yet), an
-/// HTTPS gateway with an inline API key, downloads signed for the forwarded storage port.
+/// (it needs a shell image), no tenant operator (no image for it on the node yet), an HTTPS
+/// gateway with an inline API key, downloads signed for the forwarded storage port.
 fn values(service_type: &str, storage_port: u16) -> String {
     format!(
         "image: {{pullPolicy: Never}}\nmachineConfig: null\n\
-         nsight-cloud-ui: {{enabled: false}}\nnsight-tenant-operator: {{enabled: false}}\n\
+         nsight-tenant-operator: {{enabled: false}}\n\
          nsight-coordinator: {{storagePublicUrl: 'https://localhost:{storage_port}'}}\n\
          nsight-gateway:\n  service: {{type: {service_type}}}\n  tlsSecretRef: {{name: gateway-tls}}\n  \
          authentication: {{apikey: {{enabled: true, key: {API_KEY}}}}}\n"
@@ -169,6 +169,7 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
         ("nsightcoordinators", COORDINATOR, "Ready"),
         ("nsightanalyses", "nsight-operator-analysis", "Ready"),
         ("nsightgateways", "nsight-operator-gateway", "Ready"),
+        ("nsightclouduis", "nsight-operator-cloud-ui", "Ready"),
     ] {
         let path = format!("/apis/nvidia.com/v1alpha1/namespaces/{sys}/{plural}/{name}");
         let ok = wait_for(Duration::from_secs(120), || condition(&c, &path, kind));
@@ -188,6 +189,14 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
     for key in ["ca.crt", "tls.crt", "tls.key", "agent.crt", "agent.key"] {
         assert!(tls["data"][key].is_string(), "{key} missing");
     }
+
+    // `helm test`: the chart's probe Pod reaches the coordinator and the analysis service
+    // through the gateway, with the key and the CA, from inside the cluster.
+    let tested = helm_on(
+        &kubeconfig,
+        &["test", &release, "-n", &sys, "--timeout", "3m"],
+    );
+    assert!(tested.contains("Succeeded"), "helm test:\n{tested}");
 
     // 3. autoconfigure, as a user with a kubeconfig: the URL through the port-forward helper,
     //    the key from the chart's Secret, the CA from the TLS Secret.
@@ -225,6 +234,22 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
         )
     });
     assert_eq!(status["agentCounts"]["connected"], 0, "{status}");
+    // The Cloud UI at the gateway's root, through the same forward (the UI is public: its
+    // API calls carry the credentials).
+    let browser = reqwest::blocking::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(ca.as_bytes()).expect("CA"))
+        .build()
+        .expect("client");
+    let page = browser
+        .get(format!("https://localhost:{http_port}/sessions"))
+        .send()
+        .and_then(|r| r.error_for_status())
+        .and_then(|r| r.text())
+        .expect("the UI through the gateway");
+    assert!(
+        page.contains("nsight_ui"),
+        "not the UI's index.html:\n{page}"
+    );
     // Without the key, through the same forward and CA, the gateway refuses.
     let ca_file = dir.path().join("ca.crt");
     std::fs::write(&ca_file, &ca).expect("CA file");

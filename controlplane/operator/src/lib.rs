@@ -26,6 +26,7 @@ pub mod manager;
 pub mod metrics;
 pub mod patch;
 pub mod plugins;
+pub mod probe;
 pub mod provision;
 pub mod render;
 pub mod secret_copy;

@@ -75,6 +75,21 @@ enum Command {
         #[command(flatten)]
         cluster: WebhookClusterArgs,
     },
+    /// GET each URL until it answers 2xx (the chart's `helm test`); exit 1 naming the one that
+    /// did not.
+    Probe {
+        #[arg(required = true)]
+        urls: Vec<String>,
+        /// Send this file's content as `Authorization: Bearer ...`.
+        #[arg(long)]
+        bearer_file: Option<PathBuf>,
+        /// Trust this CA (PEM) for https URLs.
+        #[arg(long)]
+        ca_file: Option<PathBuf>,
+        /// Give up after this many seconds.
+        #[arg(long, default_value_t = 60)]
+        timeout_secs: u64,
+    },
     /// Copy the gateway's proxy-wasm filters (`FROM/*.wasm`) into `TO` (the gateway Pod's
     /// init container).
     InstallPlugins {
@@ -402,6 +417,21 @@ async fn run(command: Command) -> Result<()> {
     let (listen, (cert, key, issue), agent_image, (coordinator_url, tag, tool), world, cluster) =
         match command {
             Command::Manager(args) => return run_manager(args).await,
+            Command::Probe {
+                urls,
+                bearer_file,
+                ca_file,
+                timeout_secs,
+            } => {
+                nsight_operator::probe::run(
+                    &urls,
+                    bearer_file.as_deref(),
+                    ca_file.as_deref(),
+                    std::time::Duration::from_secs(timeout_secs),
+                )
+                .await?;
+                return Ok(());
+            }
             Command::InstallPlugins { from, to } => {
                 let installed = nsight_operator::plugins::install(&from, &to)?;
                 for path in installed {

@@ -54,6 +54,8 @@ enum WasmFiles {
     Filters,
     /// The recipe components, under `/opt/nsight/recipes` (the analysis render's `RECIPES_DIR`).
     Recipes,
+    /// The built Cloud UI (index.html, the app's JS and Wasm), under `/opt/nsight/ui`.
+    Ui,
 }
 
 const COMPONENTS: &[Component] = &[
@@ -80,6 +82,14 @@ const COMPONENTS: &[Component] = &[
         install_dir: "/usr/local/bin",
         wasm: WasmFiles::Recipes,
         entrypoint: &["/usr/local/bin/nsight-analysis"],
+    },
+    Component {
+        name: "nsight-cloud-ui",
+        binaries: &["nsight-cloud-ui"],
+        libraries: &[],
+        install_dir: "/usr/local/bin",
+        wasm: WasmFiles::Ui,
+        entrypoint: &["/usr/local/bin/nsight-cloud-ui"],
     },
     // The agent tools an injected Pod's init container (`nsight-agent init`) copies from
     // /opt/nsight (the webhook's source dir) into its tools volume.
@@ -209,6 +219,7 @@ fn spec(
         WasmFiles::None => ("", Vec::new()),
         WasmFiles::Filters => ("/plugins", filter_files(dist)?),
         WasmFiles::Recipes => ("/opt/nsight/recipes", recipe_files(dist)?),
+        WasmFiles::Ui => ("/opt/nsight/ui", ui_files(dist)?),
     };
     for f in files {
         let name = f
@@ -431,6 +442,30 @@ fn filter_files(dist: &Path) -> Result<Vec<PathBuf>> {
                 f.display()
             );
         }
+    }
+    Ok(files)
+}
+
+/// The UI build's files (`dist/ui`).
+fn ui_files(dist: &Path) -> Result<Vec<PathBuf>> {
+    let dir = dist.join("ui");
+    let mut files: Vec<PathBuf> = fs::read_dir(&dir)
+        .with_context(|| {
+            format!(
+                "{} is missing: `cargo xtask build-wasm` builds it",
+                dir.display()
+            )
+        })?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    if !files.iter().any(|f| f.ends_with("index.html")) {
+        bail!(
+            "no index.html in {}: `cargo xtask build-wasm`",
+            dir.display()
+        );
     }
     Ok(files)
 }
