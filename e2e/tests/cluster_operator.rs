@@ -63,12 +63,11 @@ fn free_ports() -> (u16, u16) {
 }
 
 /// The chart's values in this test: images imported (never pulled), no perf-event DaemonSet
-/// (it needs a shell image), no tenant operator (no image for it on the node yet), an HTTPS
-/// gateway with an inline API key, downloads signed for the forwarded storage port.
+/// (it needs a shell image), an HTTPS gateway with an inline API key, downloads signed for the
+/// forwarded storage port.
 fn values(service_type: &str, storage_port: u16) -> String {
     format!(
         "image: {{pullPolicy: Never}}\nmachineConfig: null\n\
-         nsight-tenant-operator: {{enabled: false}}\n\
          nsight-coordinator: {{storagePublicUrl: 'https://localhost:{storage_port}'}}\n\
          nsight-gateway:\n  service: {{type: {service_type}}}\n  tlsSecretRef: {{name: gateway-tls}}\n  \
          authentication: {{apikey: {{enabled: true, key: {API_KEY}}}}}\n"

@@ -34,13 +34,12 @@ const CASES: [&str; 9] = [
     "disabled",
 ];
 /// The control-plane kinds the single-tenant defaults render.
-const CONTROL_PLANE: [&str; 6] = [
+const CONTROL_PLANE: [&str; 5] = [
     "NsightCloudStorageConfig",
     "NsightCoordinator",
     "NsightAnalysis",
     "NsightGateway",
     "NsightCloudUI",
-    "NsightTenantOperator",
 ];
 
 fn values_file(case: &str) -> PathBuf {

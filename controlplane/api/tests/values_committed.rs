@@ -38,6 +38,7 @@ fn values_yaml_is_the_types_defaults() {
         "the documented perf_event_paranoid default"
     );
     assert_eq!(values.tenant_operator.streamer_launch.max_active, 10);
+    assert!(values.cloud_ui.enabled && !values.tenant_operator.enabled);
 }
 
 #[test]
