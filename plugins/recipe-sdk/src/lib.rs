@@ -43,7 +43,7 @@ pub use report::{Report, Schema};
 pub use stats::{percent, round_half_away, Stats};
 pub use summary::{
     size_summary_columns, size_summary_table, summary_columns, summary_table, Group, GroupsById,
-    SizeSummarySpec, SummarySpec, BYTES_PER_MB,
+    SizeSummarySpec, SummarySpec, Ties, BYTES_PER_MB,
 };
 pub use value::{Column, ColumnKind, Figure, Output, Table, Value};
 
