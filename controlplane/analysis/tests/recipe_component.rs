@@ -38,6 +38,11 @@ fn every_recipe_describes_itself() {
         ),
         ("osrt_sum", "osrt_sum", &STATS[..]),
         ("sql", "sql", &["query", "limit"][..]),
+        (
+            "cuda_kern_exec_sum",
+            "cuda_kern_exec_sum",
+            &["timeunit", "name", "filter-time", "filter-nvtx"][..],
+        ),
     ] {
         let component = host
             .load(&wasm_artifact(&format!("recipes/{file}.wasm")))

@@ -19,6 +19,9 @@ mod timeline;
 // cuda_gpu_kern_sum --name nvtx-name against its oracle.
 #[path = "oracle/kern_nvtx_name.rs"]
 mod kern_nvtx_name;
+// cuda_kern_exec_sum against its oracle.
+#[path = "oracle/kern_exec.rs"]
+mod kern_exec;
 
 use common::{
     has_column, has_table,
