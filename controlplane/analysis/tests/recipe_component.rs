@@ -43,6 +43,11 @@ fn every_recipe_describes_itself() {
             "cuda_kern_exec_sum",
             &["timeunit", "name", "filter-time", "filter-nvtx"][..],
         ),
+        (
+            "nvtx_kern_sum",
+            "nvtx_kern_sum",
+            &["timeunit", "name", "filter-time", "filter-nvtx"][..],
+        ),
     ] {
         let component = host
             .load(&wasm_artifact(&format!("recipes/{file}.wasm")))

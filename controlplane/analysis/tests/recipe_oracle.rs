@@ -22,6 +22,9 @@ mod kern_nvtx_name;
 // cuda_kern_exec_sum against its oracle.
 #[path = "oracle/kern_exec.rs"]
 mod kern_exec;
+// nvtx_kern_sum against its oracle.
+#[path = "oracle/nvtx_kern.rs"]
+mod nvtx_kern;
 
 use common::{
     has_column, has_table,

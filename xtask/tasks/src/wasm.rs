@@ -50,6 +50,7 @@ pub const RECIPES: &[(&str, &str)] = &[
     ("nsight-recipe-gpu-gaps", "gpu_gaps"),
     ("nsight-recipe-diff", "diff"),
     ("nsight-recipe-cuda-kern-exec-sum", "cuda_kern_exec_sum"),
+    ("nsight-recipe-nvtx-kern-sum", "nvtx_kern_sum"),
 ];
 /// Recipe components only the tests load (they break the rules on purpose): never in
 /// `dist/recipes/`, so no service or CLI installs them.
