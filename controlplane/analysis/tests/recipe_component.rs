@@ -48,6 +48,11 @@ fn every_recipe_describes_itself() {
             "nvtx_kern_sum",
             &["timeunit", "name", "filter-time", "filter-nvtx"][..],
         ),
+        (
+            "cuda_memcpy_async",
+            "cuda_memcpy_async",
+            &["timeunit", "rows", "filter-time", "filter-nvtx"][..],
+        ),
     ] {
         let component = host
             .load(&wasm_artifact(&format!("recipes/{file}.wasm")))

@@ -25,6 +25,9 @@ mod kern_exec;
 // nvtx_kern_sum against its oracle.
 #[path = "oracle/nvtx_kern.rs"]
 mod nvtx_kern;
+// cuda_memcpy_async against its oracle.
+#[path = "oracle/memcpy_async.rs"]
+mod memcpy_async;
 
 use common::{
     has_column, has_table,
