@@ -53,6 +53,11 @@ fn every_recipe_describes_itself() {
             "cuda_memcpy_async",
             &["timeunit", "rows", "filter-time", "filter-nvtx"][..],
         ),
+        (
+            "cuda_gpu_trace",
+            "cuda_gpu_trace",
+            &["timeunit", "name", "filter-time", "filter-nvtx"][..],
+        ),
     ] {
         let component = host
             .load(&wasm_artifact(&format!("recipes/{file}.wasm")))

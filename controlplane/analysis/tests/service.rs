@@ -52,6 +52,7 @@ fn a_job_writes_the_recipes_csv_a_notebook_and_a_page() {
             "cuda_gpu_kern_sum",
             "cuda_gpu_mem_size_sum",
             "cuda_gpu_mem_time_sum",
+            "cuda_gpu_trace",
             "cuda_kern_exec_sum",
             "cuda_memcpy_async",
             "diff",

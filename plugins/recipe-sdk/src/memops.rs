@@ -8,6 +8,7 @@
 //! the names NVIDIA's reports printed for them, by CUPTI's and nsys's copy-kind numbers
 //! (`[CUDA memcpy HtoD]`, ..., `[CUDA Unified Memory memcpy HtoD]`). A kind the report's table
 //! lacks gets the built-in name of the same style; a kind outside both is left out with a note.
+//! Memory kinds (`srcKind`, `dstKind`, `memKind`) are labelled by [`memory_kind_labels`].
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -70,6 +71,53 @@ pub fn copy_kind_label(kind: i64) -> Option<&'static str> {
 /// The operation name of a copy with `label`: `[CUDA memcpy <label>]`.
 pub fn memcpy_name(label: &str) -> String {
     format!("[CUDA memcpy {label}]")
+}
+
+pub const MEMORY_KIND_TABLE: &str = "ENUM_CUDA_MEM_KIND";
+
+/// nsys's memory kinds (`srcKind`, `dstKind`, `memKind`), as `ENUM_CUDA_MEM_KIND.label` names
+/// them. Exports without that table number them the same way (a 2022.1 export's host-to-device
+/// copies from pinned memory are 1 -> 2).
+const MEMORY_KINDS: [(i64, &str); 8] = [
+    (0, "Pageable"),
+    (1, "Pinned"),
+    (2, "Device"),
+    (3, "Array"),
+    (4, "Managed"),
+    (5, "Device Static"),
+    (6, "Managed Static"),
+    (7, "Unknown"),
+];
+
+/// Memory kind -> label: the report's `ENUM_CUDA_MEM_KIND` where it has one, the built-in
+/// labels for the rest.
+pub fn memory_kind_labels(schema: &Schema<'_>) -> Result<HashMap<i64, String>, String> {
+    let mut labels = HashMap::new();
+    if schema.has_table(MEMORY_KIND_TABLE) {
+        let label = if schema
+            .columns(MEMORY_KIND_TABLE)
+            .iter()
+            .any(|c| c == "label")
+        {
+            "coalesce(label, name)"
+        } else {
+            "name"
+        };
+        schema.report().query(
+            &format!("SELECT id, {label} FROM {MEMORY_KIND_TABLE}"),
+            &[],
+            &mut |row| {
+                if let [Value::Int(id), Value::Text(l)] = row {
+                    labels.insert(*id, l.clone());
+                }
+                Ok(())
+            },
+        )?;
+    }
+    for (id, label) in MEMORY_KINDS {
+        labels.entry(id).or_insert_with(|| label.to_owned());
+    }
+    Ok(labels)
 }
 
 /// The durations (ns) and sizes (bytes) of the operations of one name, in the same order.
@@ -162,7 +210,7 @@ pub fn memory_operations(
 
 /// copyKind -> operation name: from `ENUM_CUDA_MEMCPY_OPER` when present (kinds it lacks from
 /// the built-in labels), else the names older reports printed.
-fn copy_kind_labels(schema: &Schema<'_>) -> Result<HashMap<i64, String>, String> {
+pub fn copy_kind_labels(schema: &Schema<'_>) -> Result<HashMap<i64, String>, String> {
     let mut labels = HashMap::new();
     if schema.has_table(MEMCPY_KIND_TABLE) {
         let columns = schema.columns(MEMCPY_KIND_TABLE);

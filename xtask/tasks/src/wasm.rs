@@ -52,6 +52,7 @@ pub const RECIPES: &[(&str, &str)] = &[
     ("nsight-recipe-cuda-kern-exec-sum", "cuda_kern_exec_sum"),
     ("nsight-recipe-nvtx-kern-sum", "nvtx_kern_sum"),
     ("nsight-recipe-cuda-memcpy-async", "cuda_memcpy_async"),
+    ("nsight-recipe-cuda-gpu-trace", "cuda_gpu_trace"),
 ];
 /// Recipe components only the tests load (they break the rules on purpose): never in
 /// `dist/recipes/`, so no service or CLI installs them.

@@ -9,14 +9,12 @@
 //! The join is NVIDIA's: by `correlationId` alone. Memory kinds are labelled from
 //! `ENUM_CUDA_MEM_KIND` (nsys's numbering, 0 = Pageable), else from the same labels built in.
 
-mod kinds;
+use std::collections::HashMap;
 
 use nsight_recipe_sdk::{
-    round_half_away, time_value, time_window, Args, Column, ColumnKind, Output, Report, Schema,
-    Table, TimeUnit, Value, BYTES_PER_MB, FILTER_ARGS, STATS_ARGUMENTS,
+    memops::memory_kind_labels, round_half_away, time_value, time_window, Args, Column, ColumnKind,
+    Output, Report, Schema, Table, TimeUnit, Value, BYTES_PER_MB, FILTER_ARGS, STATS_ARGUMENTS,
 };
-
-use crate::kinds::memory_kind_labels;
 
 nsight_recipe_sdk::recipe_component!(CudaMemcpyAsync);
 
@@ -202,7 +200,7 @@ fn memcpy_async(report: &dyn Report, args: &[(String, String)]) -> Result<Output
     Ok(out)
 }
 
-fn table(copies: Vec<Copy>, labels: &kinds::Labels, unit: TimeUnit) -> Table {
+fn table(copies: Vec<Copy>, labels: &HashMap<i64, String>, unit: TimeUnit) -> Table {
     let u = unit.suffix();
     let time_kind = if unit == TimeUnit::Nsec {
         ColumnKind::Int
