@@ -58,6 +58,7 @@ fn every_recipe_describes_itself() {
             "cuda_gpu_trace",
             &["timeunit", "name", "filter-time", "filter-nvtx"][..],
         ),
+        ("nvtx_gpu_proj_sum", "nvtx_gpu_proj_sum", &STATS[..]),
     ] {
         let component = host
             .load(&wasm_artifact(&format!("recipes/{file}.wasm")))

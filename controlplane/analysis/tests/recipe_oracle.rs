@@ -31,6 +31,9 @@ mod memcpy_async;
 // cuda_gpu_trace against its oracle.
 #[path = "oracle/gpu_trace.rs"]
 mod gpu_trace;
+// nvtx_gpu_proj_sum against its oracle.
+#[path = "oracle/gpu_proj.rs"]
+mod gpu_proj;
 
 use common::{
     has_column, has_table,

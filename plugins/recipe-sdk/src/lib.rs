@@ -28,6 +28,7 @@ mod report;
 mod stats;
 mod summary;
 pub mod svg;
+pub mod thread_ranges;
 mod value;
 
 pub use args::{Args, TimeUnit};

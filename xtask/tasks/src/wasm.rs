@@ -53,6 +53,7 @@ pub const RECIPES: &[(&str, &str)] = &[
     ("nsight-recipe-nvtx-kern-sum", "nvtx_kern_sum"),
     ("nsight-recipe-cuda-memcpy-async", "cuda_memcpy_async"),
     ("nsight-recipe-cuda-gpu-trace", "cuda_gpu_trace"),
+    ("nsight-recipe-nvtx-gpu-proj-sum", "nvtx_gpu_proj_sum"),
 ];
 /// Recipe components only the tests load (they break the rules on purpose): never in
 /// `dist/recipes/`, so no service or CLI installs them.

@@ -11,8 +11,6 @@
 //! launch call or without a range around it are listed too, with an empty range (and, without
 //! a call, an empty PID and TID), as NVIDIA's LEFT JOINs give them. Rounding as the summaries.
 
-mod ranges;
-
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use nsight_recipe_sdk::{
@@ -20,7 +18,7 @@ use nsight_recipe_sdk::{
     Report, Schema, Stats, Table, TimeUnit, Value, Window, FILTER_ARGS, STATS_ARGUMENTS,
 };
 
-use crate::ranges::ThreadRanges;
+use nsight_recipe_sdk::thread_ranges::ThreadRanges;
 
 nsight_recipe_sdk::recipe_component!(NvtxKernSum);
 

@@ -1,12 +1,13 @@
-//! The NVTX ranges of a report that can hold a kernel launch, per thread: push/pop and
-//! start/end ranges that end on the thread they started on (`endGlobalTid` NULL), named
-//! `<domain>:<text>` and styled `PushPop`/`StartEnd` by the SDK's `nvtx` rules. A range without
-//! an end lasts until the latest start or end of any range (NVIDIA's rule). This module answers
-//! "which ranges contain this call"; it knows nothing about kernels.
+//! The NVTX ranges of a report that can hold a CUDA API call, per thread, for `nvtx_kern_sum`
+//! and `nvtx_gpu_proj_sum`: push/pop and start/end ranges that end on the thread they started
+//! on (`endGlobalTid` NULL), named `<domain>:<text>` and styled `PushPop`/`StartEnd` by the
+//! `nvtx` rules. A range without an end lasts until the latest start or end of any range
+//! (NVIDIA's rule in `nvtx_kern_sum`). This module answers "which ranges contain this call"
+//! and how ranges nest; it knows nothing about kernels.
 
 use std::collections::HashMap;
 
-use nsight_recipe_sdk::{
+use crate::{
     nvtx::{Domains, EventTypes, NvtxSql, NVTX_TABLE},
     Schema, Value,
 };
@@ -130,6 +131,13 @@ impl ThreadRanges {
                 })
                 .collect();
         }
+    }
+
+    /// Every thread (`globalTid`) with its ranges, by start.
+    pub fn threads(&self) -> impl Iterator<Item = (i64, &[Range])> + '_ {
+        self.threads
+            .iter()
+            .map(|(tid, t)| (*tid, t.ranges.as_slice()))
     }
 
     /// Every range on thread `tid` with `start <= from` and `end >= to`.
