@@ -59,6 +59,7 @@ fn every_recipe_describes_itself() {
             &["timeunit", "name", "filter-time", "filter-nvtx"][..],
         ),
         ("nvtx_gpu_proj_sum", "nvtx_gpu_proj_sum", &STATS[..]),
+        ("um_sum", "um_sum", &["rows"][..]),
     ] {
         let component = host
             .load(&wasm_artifact(&format!("recipes/{file}.wasm")))

@@ -34,6 +34,9 @@ mod gpu_trace;
 // nvtx_gpu_proj_sum against its oracle.
 #[path = "oracle/gpu_proj.rs"]
 mod gpu_proj;
+// um_sum against its oracle, on an export built by the test.
+#[path = "oracle/um.rs"]
+mod um;
 
 use common::{
     has_column, has_table,

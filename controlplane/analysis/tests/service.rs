@@ -62,7 +62,8 @@ fn a_job_writes_the_recipes_csv_a_notebook_and_a_page() {
             "nvtx_kern_sum",
             "nvtx_sum",
             "osrt_sum",
-            "sql"
+            "sql",
+            "um_sum"
         ]
     );
     let (status, recipe) = svc.get("/v1/recipes/cuda_gpu_kern_sum");

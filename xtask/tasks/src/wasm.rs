@@ -54,6 +54,7 @@ pub const RECIPES: &[(&str, &str)] = &[
     ("nsight-recipe-cuda-memcpy-async", "cuda_memcpy_async"),
     ("nsight-recipe-cuda-gpu-trace", "cuda_gpu_trace"),
     ("nsight-recipe-nvtx-gpu-proj-sum", "nvtx_gpu_proj_sum"),
+    ("nsight-recipe-um-sum", "um_sum"),
 ];
 /// Recipe components only the tests load (they break the rules on purpose): never in
 /// `dist/recipes/`, so no service or CLI installs them.
