@@ -60,6 +60,11 @@ fn every_recipe_describes_itself() {
         ),
         ("nvtx_gpu_proj_sum", "nvtx_gpu_proj_sum", &STATS[..]),
         ("um_sum", "um_sum", &["rows"][..]),
+        (
+            "cuda_api_gpu_sum",
+            "cuda_api_gpu_sum",
+            &["timeunit", "name", "filter-time", "filter-nvtx"][..],
+        ),
     ] {
         let component = host
             .load(&wasm_artifact(&format!("recipes/{file}.wasm")))

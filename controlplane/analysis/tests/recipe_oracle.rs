@@ -41,8 +41,8 @@ mod um;
 use common::{
     has_column, has_table,
     oracle::{
-        assert_matches, check_output, run, Case, ALL, API, KERN, MEM_SIZE, MEM_TIME, NVTX, OSRT,
-        TIMED,
+        assert_matches, check_output, run, Case, ALL, API, API_GPU, KERN, MEM_SIZE, MEM_TIME, NVTX,
+        OSRT, TIMED,
     },
     recipe, reports, short, sqlite3_json,
 };
@@ -91,6 +91,11 @@ fn cuda_gpu_mem_time_sum_matches_the_oracle_on_every_report() {
 #[test]
 fn cuda_gpu_mem_size_sum_matches_the_oracle_on_every_report() {
     assert_eq!(check_every_report(&MEM_SIZE, &[], 1.0), reports().len() - 3);
+}
+
+#[test]
+fn cuda_api_gpu_sum_matches_the_oracle_on_every_report() {
+    assert_eq!(check_every_report(&API_GPU, &[], 1.0), reports().len());
 }
 
 #[test]

@@ -47,6 +47,7 @@ fn a_job_writes_the_recipes_csv_a_notebook_and_a_page() {
     assert_eq!(
         names,
         [
+            "cuda_api_gpu_sum",
             "cuda_api_sum",
             "cuda_gpu_kern_hist",
             "cuda_gpu_kern_sum",

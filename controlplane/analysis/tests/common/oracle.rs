@@ -82,6 +82,39 @@ fn mem_size(report: &Path, sql: &str) -> String {
 
 const MEM_TABLES: &[&str] = &["CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"];
 
+/// `@OPS@` of tests/oracle/cuda_api_gpu_sum.sql for `report`: (category, name, dur) of the
+/// calls, kernels, memcpys and memsets it has, wholly inside [:lo, :hi].
+fn api_gpu_ops(report: &Path, sql: &str) -> String {
+    let inside = "start >= :lo AND \"end\" <= :hi";
+    let mut parts = vec!["SELECT NULL, NULL, NULL WHERE 0".to_owned()];
+    if has_table(report, "CUPTI_ACTIVITY_KIND_RUNTIME") {
+        parts.push(format!(
+            "SELECT 'CUDA_API', CASE WHEN length(s.value) >= 6 AND substr(s.value, -6, 2) = '_v' \
+             THEN substr(s.value, 1, length(s.value) - 6) ELSE s.value END, \"end\" - start \
+             FROM CUPTI_ACTIVITY_KIND_RUNTIME JOIN StringIds AS s ON s.id = nameId \
+             WHERE eventClass IS NOT 67 AND {inside}"
+        ));
+    }
+    if has_table(report, "CUPTI_ACTIVITY_KIND_KERNEL") {
+        parts.push(format!(
+            "SELECT 'CUDA_KERNEL', coalesce((SELECT value FROM StringIds \
+             WHERE id = demangledName), ''), \"end\" - start FROM CUPTI_ACTIVITY_KIND_KERNEL \
+             WHERE {inside}"
+        ));
+    }
+    // The memory summaries' rows (mem_ops), named by their copy-kind labels.
+    let mem = mem_ops(report, "@OPS@");
+    let labels = mem_ops(report, "@LABELS@");
+    if MEM_TABLES.iter().any(|t| has_table(report, t)) {
+        parts.push(format!(
+            "SELECT 'MEMORY_OPER', name, \"end\" - start FROM (WITH labels(id, name) AS \
+             ({labels}), ops(name, start, \"end\", bytes) AS ({mem}) SELECT * FROM ops) \
+             WHERE {inside} AND bytes IS NOT NULL"
+        ));
+    }
+    sql.replace("@OPS@", &parts.join(" UNION ALL "))
+}
+
 pub const NVTX: Case = Case {
     recipe: "nvtx_sum",
     oracle: include_str!("../oracle/nvtx_sum.sql"),
@@ -131,10 +164,24 @@ pub const OSRT: Case = Case {
     fill: as_is,
 };
 
+pub const API_GPU: Case = Case {
+    recipe: "cuda_api_gpu_sum",
+    oracle: include_str!("../oracle/cuda_api_gpu_sum.sql"),
+    tables: &[
+        "CUPTI_ACTIVITY_KIND_RUNTIME",
+        "CUPTI_ACTIVITY_KIND_KERNEL",
+        "CUPTI_ACTIVITY_KIND_MEMCPY",
+        "CUPTI_ACTIVITY_KIND_MEMSET",
+    ],
+    labels: &["category", "name"],
+    kind: Kind::Time,
+    fill: api_gpu_ops,
+};
+
 /// Every summary recipe.
-pub const STATS: [&Case; 6] = [&NVTX, &KERN, &API, &MEM_TIME, &MEM_SIZE, &OSRT];
+pub const STATS: [&Case; 7] = [&NVTX, &KERN, &API, &MEM_TIME, &MEM_SIZE, &OSRT, &API_GPU];
 /// The summaries with time columns (`--timeunit`).
-pub const TIMED: [&Case; 5] = [&NVTX, &KERN, &API, &MEM_TIME, &OSRT];
+pub const TIMED: [&Case; 6] = [&NVTX, &KERN, &API, &MEM_TIME, &OSRT, &API_GPU];
 
 /// The whole clock: every event is inside.
 pub const ALL: (i64, i64) = (i64::MIN, i64::MAX);
