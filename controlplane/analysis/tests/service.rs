@@ -256,7 +256,7 @@ fn bad_input_is_refused_or_fails_the_job_clearly() {
     problem(
         404,
         &post(json!({ "recipe": "nope", "session": "ok" })),
-        "no recipe `nope`; the recipes are: cuda_api_sum",
+        "no recipe `nope`; the recipes are: cuda_api_gpu_sum, cuda_api_sum",
     );
     problem(
         400,
