@@ -65,6 +65,11 @@ fn every_recipe_describes_itself() {
             "cuda_api_gpu_sum",
             &["timeunit", "name", "filter-time", "filter-nvtx"][..],
         ),
+        (
+            "cuda_memcpy_sync",
+            "cuda_memcpy_sync",
+            &["timeunit", "rows", "filter-time", "filter-nvtx"][..],
+        ),
     ] {
         let component = host
             .load(&wasm_artifact(&format!("recipes/{file}.wasm")))

@@ -28,6 +28,9 @@ mod nvtx_kern;
 // cuda_memcpy_async against its oracle.
 #[path = "oracle/memcpy_async.rs"]
 mod memcpy_async;
+// cuda_memcpy_sync against its oracle.
+#[path = "oracle/memcpy_sync.rs"]
+mod memcpy_sync;
 // cuda_gpu_trace against its oracle.
 #[path = "oracle/gpu_trace.rs"]
 mod gpu_trace;

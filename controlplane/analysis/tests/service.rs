@@ -56,6 +56,7 @@ fn a_job_writes_the_recipes_csv_a_notebook_and_a_page() {
             "cuda_gpu_trace",
             "cuda_kern_exec_sum",
             "cuda_memcpy_async",
+            "cuda_memcpy_sync",
             "diff",
             "gpu_gaps",
             "gpu_time_util",

@@ -15,6 +15,7 @@
 
 mod args;
 mod columns;
+pub mod copies;
 pub mod enclosing;
 mod filter;
 mod glue;

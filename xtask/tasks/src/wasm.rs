@@ -56,6 +56,7 @@ pub const RECIPES: &[(&str, &str)] = &[
     ("nsight-recipe-nvtx-gpu-proj-sum", "nvtx_gpu_proj_sum"),
     ("nsight-recipe-um-sum", "um_sum"),
     ("nsight-recipe-cuda-api-gpu-sum", "cuda_api_gpu_sum"),
+    ("nsight-recipe-cuda-memcpy-sync", "cuda_memcpy_sync"),
 ];
 /// Recipe components only the tests load (they break the rules on purpose): never in
 /// `dist/recipes/`, so no service or CLI installs them.

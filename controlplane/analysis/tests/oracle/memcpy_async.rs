@@ -18,7 +18,7 @@ const ORACLE: &str = include_str!("cuda_memcpy_async.sql");
 const KINDS: &str = "VALUES (0, 'Pageable'), (1, 'Pinned'), (2, 'Device'), (3, 'Array'), \
     (4, 'Managed'), (5, 'Device Static'), (6, 'Managed Static'), (7, 'Unknown')";
 
-fn same(a: &Value, b: &Value) -> bool {
+pub fn same(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Null, Value::Null) => true,
         (Value::Int(x), Value::Int(y)) => x == y,
@@ -28,7 +28,13 @@ fn same(a: &Value, b: &Value) -> bool {
     }
 }
 
-fn oracle(report: &Path, (lo, hi): (i64, i64)) -> Vec<Map<String, Json>> {
+fn oracle(report: &Path, window: (i64, i64)) -> Vec<Map<String, Json>> {
+    oracle_rows(report, ORACLE, window)
+}
+
+/// The rows of a copy-listing oracle (`cuda_memcpy_async.sql`, `cuda_memcpy_sync.sql`) with
+/// its `@KINDS@` and `@GREEN@` filled in for `report`.
+pub fn oracle_rows(report: &Path, sql: &str, (lo, hi): (i64, i64)) -> Vec<Map<String, Json>> {
     let kinds = if has_table(report, "ENUM_CUDA_MEM_KIND") {
         "SELECT id, label FROM ENUM_CUDA_MEM_KIND"
     } else {
@@ -43,12 +49,12 @@ fn oracle(report: &Path, (lo, hi): (i64, i64)) -> Vec<Map<String, Json>> {
         report,
         &format!(
             ".parameter set :lo {lo}\n.parameter set :hi {hi}\n{}",
-            ORACLE.replace("@KINDS@", kinds).replace("@GREEN@", green)
+            sql.replace("@KINDS@", kinds).replace("@GREEN@", green)
         ),
     )
 }
 
-fn expected(o: &Map<String, Json>, unit: f64) -> Vec<Value> {
+pub fn expected(o: &Map<String, Json>, unit: f64) -> Vec<Value> {
     let int = |k: &str| o[k].as_i64().map_or(Value::Null, Value::Int);
     let text = |k: &str| {
         o[k].as_str()
