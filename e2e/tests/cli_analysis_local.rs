@@ -382,3 +382,129 @@ fn a_recipe_s_figure_is_written_beside_its_csv_and_shown_in_the_page() {
     assert_eq!(html.matches("src=\"data:image/svg+xml;base64,").count(), 1);
     nbformat_validate(&out_dir.join("notebook.ipynb"));
 }
+
+/// `nsight-cloud --config <missing> <args>` with `PATH` set to `path`: (code, stdout, stderr).
+fn with_path(dir: &Path, path: &str, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(bin("nsight-cloud"))
+        .arg("--config")
+        .arg(dir.join("no-such.conf"))
+        .args(args)
+        .env("PATH", path)
+        .env_remove("NSIGHT_API_KEY")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!err.contains("panicked"), "nsight-cloud panicked: {err}");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        err,
+    )
+}
+
+#[test]
+fn a_report_file_is_exported_by_nsys_on_path_or_refused_with_the_command() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = TempDir::new("cli-local-nsys-rep");
+    let report = dir.path().join("run.nsys-rep");
+    std::fs::write(&report, b"an nsys report").unwrap();
+    let recipes = recipes_dir();
+    let cache = dir.path().join("cache");
+    let out_dir = dir.path().join("out");
+    let args = [
+        "analysis",
+        "run",
+        "cuda_gpu_kern_sum",
+        "--input",
+        report.to_str().unwrap(),
+        "--recipes-dir",
+        recipes.to_str().unwrap(),
+        "--cache-dir",
+        cache.to_str().unwrap(),
+        "--output",
+        out_dir.to_str().unwrap(),
+    ];
+    // No nsys: refused with the command that exports the report.
+    let (code, _, err) = with_path(dir.path(), "/usr/bin:/bin", &args);
+    assert_eq!(code, 1, "{err}");
+    let sqlite = dir.path().join("run.sqlite");
+    let command = format!(
+        "nsys export --type sqlite --output {} {}",
+        sqlite.display(),
+        report.display()
+    );
+    assert!(err.contains(&command), "{err}");
+
+    // An nsys on PATH (a stand-in that "exports" a real export): the recipe runs on its output.
+    let bin_dir = dir.path().join("bin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    let nsys = bin_dir.join("nsys");
+    std::fs::write(
+        &nsys,
+        format!(
+            "#!/bin/sh\nwhile [ \"$1\" != --output ]; do shift; done\ncp {} \"$2\"\n",
+            testdata("nsys-ai/mock.sqlite").display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&nsys, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:/usr/bin:/bin", bin_dir.display());
+    let (code, out, err) = with_path(dir.path(), &path, &args);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(err.contains("exported to"), "{err}");
+    assert!(sqlite.is_file());
+    let csv = std::fs::read_to_string(dir.path().join("out/run_cuda_gpu_kern_sum.csv")).unwrap();
+    let kernels: i64 = sqlite3(&sqlite, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL")
+        .parse()
+        .unwrap();
+    assert_eq!(csv_sum(&csv, "Instances"), kernels);
+}
+
+#[test]
+fn list_and_info_describe_the_local_recipes_with_no_server() {
+    let dir = TempDir::new("cli-local-catalog");
+    let config = dir.path().join("no-such.conf");
+    let cli = Cli { config: &config };
+    let recipes = recipes_dir();
+    let cache = dir.path().join("cache");
+    let local = ["--recipes-dir", recipes.to_str().unwrap()];
+    let cache = ["--cache-dir", cache.to_str().unwrap()];
+
+    let mut args = vec!["analysis", "list"];
+    args.extend(local);
+    args.extend(cache);
+    let list = cli.json(&args);
+    let names: Vec<&str> = list["recipes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    let mut files: Vec<String> = std::fs::read_dir(&recipes)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "wasm"))
+        .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(names, files);
+
+    // No configuration file: `info` answers from the local directory without --local.
+    let (code, out, err) = with_path(
+        dir.path(),
+        &std::env::var("PATH").unwrap_or_default(),
+        &["analysis", "info", "cuda_api_sum", cache[0], cache[1]],
+    );
+    // With neither --recipes-dir nor NSIGHT_RECIPES_DIR/NSIGHT_WASM_DIR the directory is
+    // recipes/ beside the binary; the tests' environment names NSIGHT_WASM_DIR.
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("cuda_api_sum (CUDA API Summary)"), "{out}");
+    assert!(out.contains("--timeunit"), "{out}");
+
+    let mut args = vec!["analysis", "info", "no_such_recipe"];
+    args.extend(local);
+    let (code, _, err) = cli.run(&args);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("unknown recipe `no_such_recipe`"), "{err}");
+    assert!(err.contains("cuda_gpu_kern_sum"), "{err}");
+}

@@ -38,6 +38,38 @@ fn every_recipe_describes_itself() {
         ),
         ("osrt_sum", "osrt_sum", &STATS[..]),
         ("sql", "sql", &["query", "limit"][..]),
+        (
+            "cuda_kern_exec_sum",
+            "cuda_kern_exec_sum",
+            &["timeunit", "name", "filter-time", "filter-nvtx"][..],
+        ),
+        (
+            "nvtx_kern_sum",
+            "nvtx_kern_sum",
+            &["timeunit", "name", "filter-time", "filter-nvtx"][..],
+        ),
+        (
+            "cuda_memcpy_async",
+            "cuda_memcpy_async",
+            &["timeunit", "rows", "filter-time", "filter-nvtx"][..],
+        ),
+        (
+            "cuda_gpu_trace",
+            "cuda_gpu_trace",
+            &["timeunit", "name", "filter-time", "filter-nvtx"][..],
+        ),
+        ("nvtx_gpu_proj_sum", "nvtx_gpu_proj_sum", &STATS[..]),
+        ("um_sum", "um_sum", &["rows"][..]),
+        (
+            "cuda_api_gpu_sum",
+            "cuda_api_gpu_sum",
+            &["timeunit", "name", "filter-time", "filter-nvtx"][..],
+        ),
+        (
+            "cuda_memcpy_sync",
+            "cuda_memcpy_sync",
+            &["timeunit", "rows", "filter-time", "filter-nvtx"][..],
+        ),
     ] {
         let component = host
             .load(&wasm_artifact(&format!("recipes/{file}.wasm")))

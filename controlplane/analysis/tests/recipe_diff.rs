@@ -1,5 +1,5 @@
 //! The `diff` recipe (multi-recipe world: map over two reports, reduce) against an oracle in
-//! SQL (tests/oracle/diff.sql) run by the sqlite3 CLI on report A with report B attached: the
+//! SQL (tests/oracle/diff.sql) run in current SQLite on report A with report B attached: the
 //! same rows in the same order, integers equal, each one-decimal value exactly the double
 //! nearest to the oracle's. Pairs of real exports from shared/testdata/nsys, a report against
 //! itself, a side without kernels, `--name base`, `--timeunit usec`, and the wrong number of

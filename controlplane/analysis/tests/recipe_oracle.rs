@@ -1,6 +1,6 @@
 //! Correctness of the summary recipes on every real nsys export in shared/testdata/nsys: each
 //! recipe component, run by the host, must produce exactly what an independent oracle computes
-//! (SQL in tests/oracle/, run by the sqlite3 CLI): the same rows in the same order, integers
+//! (SQL in tests/oracle/, run in current SQLite): the same rows in the same order, integers
 //! equal, and each rounded value exactly the double nearest to the oracle's rounded value.
 //! Reports that lack a recipe's table must give an empty table and the note saying so.
 //! `--filter-time`/`--filter-nvtx` are checked in recipe_filter.rs.
@@ -19,12 +19,33 @@ mod timeline;
 // cuda_gpu_kern_sum --name nvtx-name against its oracle.
 #[path = "oracle/kern_nvtx_name.rs"]
 mod kern_nvtx_name;
+// cuda_kern_exec_sum against its oracle.
+#[path = "oracle/kern_exec.rs"]
+mod kern_exec;
+// nvtx_kern_sum against its oracle.
+#[path = "oracle/nvtx_kern.rs"]
+mod nvtx_kern;
+// cuda_memcpy_async against its oracle.
+#[path = "oracle/memcpy_async.rs"]
+mod memcpy_async;
+// cuda_memcpy_sync against its oracle.
+#[path = "oracle/memcpy_sync.rs"]
+mod memcpy_sync;
+// cuda_gpu_trace against its oracle.
+#[path = "oracle/gpu_trace.rs"]
+mod gpu_trace;
+// nvtx_gpu_proj_sum against its oracle.
+#[path = "oracle/gpu_proj.rs"]
+mod gpu_proj;
+// um_sum against its oracle, on an export built by the test.
+#[path = "oracle/um.rs"]
+mod um;
 
 use common::{
     has_column, has_table,
     oracle::{
-        assert_matches, check_output, run, Case, ALL, API, KERN, MEM_SIZE, MEM_TIME, NVTX, OSRT,
-        TIMED,
+        assert_matches, check_output, run, Case, ALL, API, API_GPU, KERN, MEM_SIZE, MEM_TIME, NVTX,
+        OSRT, TIMED,
     },
     recipe, reports, short, sqlite3_json,
 };
@@ -76,6 +97,11 @@ fn cuda_gpu_mem_size_sum_matches_the_oracle_on_every_report() {
 }
 
 #[test]
+fn cuda_api_gpu_sum_matches_the_oracle_on_every_report() {
+    assert_eq!(check_every_report(&API_GPU, &[], 1.0), reports().len());
+}
+
+#[test]
 fn osrt_sum_matches_the_oracle_on_every_report() {
     // Only the three sampled_callchains reports traced the OS runtime.
     assert_eq!(check_every_report(&OSRT, &[], 1.0), 3);
@@ -115,6 +141,101 @@ fn memory_operations_are_named_by_the_reports_copy_kind_labels() {
         names("extrap/con_kernel.sqlite"),
         ["[CUDA memcpy DtoH]", "[CUDA memcpy HtoD]", "[CUDA memset]"]
     );
+}
+
+/// A copy of `report` in a temporary directory whose memory copies appear once per copy kind
+/// 0..=13 (CUPTI's 0-10 and nsys's Unified Memory 11-13): the testdata has only kinds 1, 2, 8.
+fn every_copy_kind(report: &str, dir: &std::path::Path) -> std::path::PathBuf {
+    let copy = dir.join(report.replace('/', "_"));
+    std::fs::copy(common::testdata_dir().join(report), &copy).unwrap();
+    let db = rusqlite::Connection::open(&copy).unwrap();
+    // The exports reference tables they lack (CUDA_GRAPH_EVENTS); rusqlite's SQLite checks
+    // foreign keys by default.
+    let mut script = String::from(
+        "PRAGMA foreign_keys = OFF;\n\
+         CREATE TEMP TABLE one AS SELECT * FROM CUPTI_ACTIVITY_KIND_MEMCPY;\n\
+         DELETE FROM CUPTI_ACTIVITY_KIND_MEMCPY;\n",
+    );
+    for kind in 0..=13 {
+        script.push_str(&format!(
+            "UPDATE one SET copyKind = {kind};\n\
+             INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY SELECT * FROM one;\n"
+        ));
+    }
+    db.execute_batch(&script).unwrap();
+    copy
+}
+
+#[test]
+fn every_copy_kind_is_named_in_the_reports_label_style() {
+    let dir = std::env::temp_dir().join(format!("nsight-copy-kinds-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let names = |report: &std::path::Path| -> Vec<String> {
+        let out = run("cuda_gpu_mem_time_sum", report, &[]);
+        assert!(
+            !out.notes.iter().any(|n| n.contains("have no label")),
+            "{:?}",
+            out.notes
+        );
+        let mut names: Vec<String> = out.tables[0]
+            .rows
+            .iter()
+            .filter_map(|r| match r.last() {
+                Some(nsight_analysis::Value::Text(s))
+                    if s.starts_with("[CUDA memcpy") || s.starts_with("[CUDA Unified") =>
+                {
+                    Some(s.clone())
+                }
+                _ => None,
+            })
+            .collect();
+        names.sort();
+        names
+    };
+    // 2022.1 export without ENUM_CUDA_MEMCPY_OPER: the names older reports printed.
+    let legacy = every_copy_kind("extrap/con_kernel.sqlite", &dir);
+    assert_eq!(
+        names(&legacy),
+        [
+            "[CUDA Unified Memory memcpy DtoD]",
+            "[CUDA Unified Memory memcpy DtoH]",
+            "[CUDA Unified Memory memcpy HtoD]",
+            "[CUDA memcpy AtoA]",
+            "[CUDA memcpy AtoD]",
+            "[CUDA memcpy AtoH]",
+            "[CUDA memcpy DtoA]",
+            "[CUDA memcpy DtoD]",
+            "[CUDA memcpy DtoH]",
+            "[CUDA memcpy HtoA]",
+            "[CUDA memcpy HtoD]",
+            "[CUDA memcpy HtoH]",
+            "[CUDA memcpy PtoP]",
+            "[CUDA memcpy Unknown]",
+        ]
+    );
+    // 2026 export: the labels of its enum table.
+    let current = every_copy_kind("nsys-ai/mock.sqlite", &dir);
+    let current_names = names(&current);
+    assert_eq!(current_names.len(), 14);
+    for name in [
+        "[CUDA memcpy Unified Host-to-Device]",
+        "[CUDA memcpy Unified Device-to-Host]",
+        "[CUDA memcpy Unified Device-to-Device]",
+        "[CUDA memcpy Unknown]",
+        "[CUDA memcpy Peer-to-Peer]",
+    ] {
+        assert!(
+            current_names.iter().any(|n| n == name),
+            "{name}: {current_names:?}"
+        );
+    }
+    for report in [&legacy, &current] {
+        for case in [&MEM_TIME, &MEM_SIZE] {
+            let out = run(case.recipe, report, &[]);
+            assert!(check_output(case, report, &out, ALL, 1.0) >= 14);
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

@@ -47,17 +47,25 @@ fn a_job_writes_the_recipes_csv_a_notebook_and_a_page() {
     assert_eq!(
         names,
         [
+            "cuda_api_gpu_sum",
             "cuda_api_sum",
             "cuda_gpu_kern_hist",
             "cuda_gpu_kern_sum",
             "cuda_gpu_mem_size_sum",
             "cuda_gpu_mem_time_sum",
+            "cuda_gpu_trace",
+            "cuda_kern_exec_sum",
+            "cuda_memcpy_async",
+            "cuda_memcpy_sync",
             "diff",
             "gpu_gaps",
             "gpu_time_util",
+            "nvtx_gpu_proj_sum",
+            "nvtx_kern_sum",
             "nvtx_sum",
             "osrt_sum",
-            "sql"
+            "sql",
+            "um_sum"
         ]
     );
     let (status, recipe) = svc.get("/v1/recipes/cuda_gpu_kern_sum");
@@ -249,7 +257,7 @@ fn bad_input_is_refused_or_fails_the_job_clearly() {
     problem(
         404,
         &post(json!({ "recipe": "nope", "session": "ok" })),
-        "no recipe `nope`; the recipes are: cuda_api_sum",
+        "no recipe `nope`; the recipes are: cuda_api_gpu_sum, cuda_api_sum",
     );
     problem(
         400,

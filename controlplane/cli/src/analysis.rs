@@ -25,10 +25,16 @@ use crate::{
 
 #[derive(Debug, Subcommand)]
 pub enum AnalysisCommand {
-    /// List the recipes the service can run.
-    List,
-    /// Describe a recipe and its arguments.
-    Info { name: String },
+    /// List the recipes the service can run (with --local, or with no configuration file: the
+    /// recipes of the local recipes directory).
+    List(CatalogArgs),
+    /// Describe a recipe and its arguments (with --local, or with no configuration file: from
+    /// the local recipes directory).
+    Info {
+        name: String,
+        #[command(flatten)]
+        catalog: CatalogArgs,
+    },
     /// Create a job running a recipe over a session's reports, or run it here on local files
     /// with --input.
     Run(RunArgs),
@@ -37,6 +43,23 @@ pub enum AnalysisCommand {
     /// Jobs and what they produced.
     #[command(subcommand)]
     Reports(ReportsCommand),
+}
+
+/// Where `analysis list` and `analysis info` find the recipes when there is no server.
+#[derive(Debug, Default, Args)]
+pub struct CatalogArgs {
+    /// Describe the recipes here, from the compiled recipes directory, with no server (the
+    /// default when there is no configuration file).
+    #[arg(long)]
+    pub local: bool,
+    /// The compiled recipes (implies --local) [default: $NSIGHT_RECIPES_DIR, else
+    /// $NSIGHT_WASM_DIR/recipes, else recipes/ next to this program].
+    #[arg(long, value_name = "DIR")]
+    pub recipes_dir: Option<PathBuf>,
+    /// With --local: the compiled-component cache [default: $NSIGHT_RECIPE_CACHE_DIR, else
+    /// ~/.cache/nsight-cloud/compiled].
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -58,7 +81,8 @@ pub struct RunArgs {
     /// Wait for the job to finish and print its tables' files.
     #[arg(long)]
     pub wait: bool,
-    /// Run the recipe here, with no server, on this report (repeat for several).
+    /// Run the recipe here, with no server, on this report (repeat for several): an
+    /// `nsys export --type sqlite` file, or a .nsys-rep/.qdrep that nsys (on PATH) exports first.
     #[arg(long, value_name = "FILE.sqlite")]
     pub input: Vec<PathBuf>,
     /// With --input: where to write the CSVs, SVG figures, notebook.ipynb and notebook.html
@@ -146,7 +170,7 @@ pub fn run(
     session: impl FnOnce(Option<Uuid>) -> Result<Uuid, crate::Failure>,
 ) -> Result<Outcome, crate::Failure> {
     match command {
-        AnalysisCommand::List => {
+        AnalysisCommand::List(_) => {
             let value = body(&client.analysis_get("/recipes", &[])?)?;
             let list: RecipeList = parse(&value, &client.analysis_url("/recipes"))?;
             Ok(Outcome {
@@ -155,7 +179,7 @@ pub fn run(
                 failed: false,
             })
         }
-        AnalysisCommand::Info { name } => {
+        AnalysisCommand::Info { name, .. } => {
             let path = format!("/recipes/{name}");
             let value = body(&client.analysis_get(&path, &[])?)?;
             let recipe: RecipeView = parse(&value, &client.analysis_url(&path))?;

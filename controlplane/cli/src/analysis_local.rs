@@ -1,5 +1,7 @@
 //! `analysis run <name> [args..] --input FILE.sqlite [--input FILE2.sqlite] [--output DIR]`:
-//! the local form, with no server. This module is the glue only: it picks the recipes and
+//! the local form, with no server (a `.nsys-rep`/`.qdrep` input is exported by the nsys on
+//! PATH first); and `analysis list`/`analysis info <name>` with no server, from the same
+//! recipes directory (with `--local` or `--recipes-dir`, or when there is no configuration). This module is the glue only: it picks the recipes and
 //! cache directories, and prints (flags after the recipe's arguments: analysis_flags.rs); the run
 //! itself is `nsight_recipe_host::local::run_local` (the service's host, limits and outputs).
 //!
@@ -13,12 +15,14 @@ use std::{
     path::{Path, PathBuf},
 };
 
+use nsight_contracts::analysis::{RecipeArgument, RecipeList, RecipeView};
 use nsight_recipe_host::{
-    local::{run_local, LocalError, LocalRequest},
-    Limits,
+    local::{describe_local, run_local, LocalError, LocalRequest},
+    nsys_export::find_nsys,
+    Limits, RecipeInfo,
 };
 
-use crate::analysis::{AnalysisCommand, RunArgs};
+use crate::analysis::{self, AnalysisCommand, CatalogArgs, Outcome, RunArgs};
 
 /// Where the compiled recipes are: `--recipes-dir`/`NSIGHT_RECIPES_DIR`, else
 /// `$NSIGHT_WASM_DIR/recipes` (where `cargo xtask build-wasm` puts them), else `recipes/` next
@@ -78,6 +82,72 @@ fn build(run: &RunArgs) -> Result<LocalRequest, LocalError> {
         recipes_dir: recipes_dir(run.recipes_dir.clone()),
         cache_dir: cache_dir(run.cache_dir.clone()),
         limits: Limits::default(),
+        nsys: find_nsys(std::env::var_os("PATH").as_deref()),
+    })
+}
+
+/// `analysis list` or `analysis info` answered here: when `--local` or `--recipes-dir` is
+/// given, or there is no configuration file (so no server to ask). `None` otherwise.
+pub fn catalog_request(
+    command: &AnalysisCommand,
+    has_config: bool,
+) -> Option<(&CatalogArgs, Option<&str>)> {
+    let (catalog, only) = match command {
+        AnalysisCommand::List(catalog) => (catalog, None),
+        AnalysisCommand::Info { name, catalog } => (catalog, Some(name.as_str())),
+        _ => return None,
+    };
+    (catalog.local || catalog.recipes_dir.is_some() || !has_config).then_some((catalog, only))
+}
+
+/// The wire form of a recipe's description, as the service serves it.
+fn view(info: RecipeInfo) -> RecipeView {
+    RecipeView {
+        arguments: info
+            .arguments
+            .into_iter()
+            .map(|a| RecipeArgument {
+                default: a.default_value,
+                description: a.description,
+                name: a.name,
+            })
+            .collect(),
+        description: info.description,
+        display_name: info.display_name,
+        name: info.name,
+    }
+}
+
+/// Lists or describes the local recipes, with the same tables and JSON as the server's answer;
+/// warnings (a component left out, an unusable cache) on stderr.
+pub fn catalog(catalog: &CatalogArgs, only: Option<&str>) -> Result<Outcome, LocalError> {
+    let dir = recipes_dir(catalog.recipes_dir.clone());
+    let cache = cache_dir(catalog.cache_dir.clone());
+    let (infos, warnings) = describe_local(&dir, cache.as_deref(), only)?;
+    let mut stderr = std::io::stderr().lock();
+    for w in &warnings {
+        let _ = writeln!(stderr, "warning: {w}");
+    }
+    let mut views: Vec<RecipeView> = infos.into_iter().map(view).collect();
+    let one = if only.is_some() { views.pop() } else { None };
+    let (json, table) = match one {
+        Some(recipe) => (
+            serde_json::to_value(&recipe).unwrap_or_default(),
+            analysis::recipe_info(&recipe),
+        ),
+        None => {
+            views.sort_by(|a, b| a.name.cmp(&b.name));
+            let list = RecipeList { recipes: views };
+            (
+                serde_json::to_value(&list).unwrap_or_default(),
+                analysis::recipes_table(&list),
+            )
+        }
+    };
+    Ok(Outcome {
+        json,
+        table,
+        failed: false,
     })
 }
 

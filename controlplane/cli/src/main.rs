@@ -417,10 +417,17 @@ fn dispatch(ctx: &Ctx<'_>, command: &Command) -> Result<(), Failure> {
                 return analysis_local::run(request, ctx.output == OutputFormat::Json)
                     .map_err(Failure::Local);
             }
-            let client = connect(ctx)?;
-            let outcome = analysis::run(&client, tag, command, |given| {
-                resolve_session(ctx, &client, given)
-            })?;
+            let outcome = match analysis_local::catalog_request(command, ctx.config_path.exists()) {
+                Some((catalog, only)) => {
+                    analysis_local::catalog(catalog, only).map_err(Failure::Local)?
+                }
+                None => {
+                    let client = connect(ctx)?;
+                    analysis::run(&client, tag, command, |given| {
+                        resolve_session(ctx, &client, given)
+                    })?
+                }
+            };
             match ctx.output {
                 OutputFormat::Json => out(&format!(
                     "{}\n",

@@ -24,6 +24,7 @@ pub mod compile_cache;
 pub mod csv;
 mod cursor;
 pub mod local;
+pub mod nsys_export;
 pub mod output_check;
 pub mod recipe_host;
 pub mod render;

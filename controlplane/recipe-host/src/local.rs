@@ -1,7 +1,8 @@
 //! Running a recipe on local report files with no server: the CLI's
 //! `nsight-cloud analysis run <name> --input FILE.sqlite...`. The same host and limits as the
 //! service's jobs, the same checks before the recipe, the same CSV, notebook and HTML outputs,
-//! written to a local directory instead of storage.
+//! written to a local directory instead of storage. Also `analysis list`/`info` with no server
+//! ([`describe_local`]): the recipes of the local recipes directory.
 //!
 //! ```text
 //!  LocalRequest ──find <recipes-dir>/<name>.wasm──> RecipeHost::load_traced (disk cache)
@@ -24,6 +25,7 @@ use serde_json::{json, Value as Json};
 
 use crate::{
     args::{error_chain, parse_args},
+    nsys_export,
     render::{self, JobHeader, ReportResult},
     table_to_csv, Limits, LoadSource, QueryLimits, RecipeHost, RecipeHostError, RecipeInfo,
     RecipeKind, ReportDb,
@@ -42,6 +44,9 @@ pub struct LocalRequest {
     /// The compiled-component cache; `None`: compile in memory only.
     pub cache_dir: Option<PathBuf>,
     pub limits: Limits,
+    /// The `nsys` that exports `.nsys-rep`/`.qdrep` inputs (`nsys_export`); `None`: such inputs
+    /// are refused with the command that exports them.
+    pub nsys: Option<PathBuf>,
 }
 
 /// What a local run produced.
@@ -167,6 +172,67 @@ fn fresh_dir(base: &Path, recipe: &str) -> PathBuf {
         .unwrap_or_else(|| base.join(safe_name(recipe)))
 }
 
+/// A host for local use: with the compiled-component cache when it is usable (else a warning).
+fn local_host(
+    limits: Limits,
+    cache_dir: Option<&Path>,
+    warnings: &mut Vec<String>,
+) -> Result<RecipeHost, RecipeHostError> {
+    match cache_dir {
+        Some(dir) => RecipeHost::with_cache_dir(limits, dir).or_else(|e| {
+            warnings.push(format!("{}; compiling without it", error_chain(&e)));
+            RecipeHost::new(limits)
+        }),
+        None => RecipeHost::new(limits),
+    }
+}
+
+/// What the local recipes directory offers, for `analysis list` and `analysis info` with no
+/// server: every recipe described by its component (or only `only`), by file name. A component
+/// that does not load or describe itself is left out with a warning when listing all, and is
+/// the error when it is the one asked for.
+pub fn describe_local(
+    recipes_dir: &Path,
+    cache_dir: Option<&Path>,
+    only: Option<&str>,
+) -> Result<(Vec<RecipeInfo>, Vec<String>), LocalError> {
+    let known = recipe_files(recipes_dir)?;
+    if let Some(name) = only.filter(|n| !known.iter().any(|k| k == n)) {
+        return Err(LocalError::UnknownRecipe {
+            name: name.to_owned(),
+            dir: recipes_dir.display().to_string(),
+            known: if known.is_empty() {
+                "(none)".into()
+            } else {
+                known.join(", ")
+            },
+        });
+    }
+    let mut warnings = Vec::new();
+    let component_err = |recipe: &str, e: RecipeHostError| LocalError::Component {
+        recipe: recipe.to_owned(),
+        reason: error_chain(&e),
+    };
+    let host = local_host(Limits::default(), cache_dir, &mut warnings)
+        .map_err(|e| component_err("(host)", e))?;
+    let mut infos = Vec::new();
+    for name in known
+        .iter()
+        .filter(|k| only.is_none_or(|o| o == k.as_str()))
+    {
+        let path = recipes_dir.join(format!("{name}.wasm"));
+        match host
+            .load_traced(&path)
+            .and_then(|(component, _)| host.describe(&component))
+        {
+            Ok(info) => infos.push(info),
+            Err(e) if only.is_some() => return Err(component_err(name, e)),
+            Err(e) => warnings.push(format!("{name}: left out: {}", error_chain(&e))),
+        }
+    }
+    Ok((infos, warnings))
+}
+
 /// Runs the request: finds, loads and describes the recipe, checks the inputs, runs, writes the
 /// outputs. Blocks for as long as the recipe runs.
 pub fn run_local(req: &LocalRequest) -> Result<LocalRun, LocalError> {
@@ -188,14 +254,8 @@ pub fn run_local(req: &LocalRequest) -> Result<LocalRun, LocalError> {
         reason: error_chain(&e),
     };
     let mut warnings = Vec::new();
-    let host = match &req.cache_dir {
-        Some(dir) => RecipeHost::with_cache_dir(req.limits, dir).or_else(|e| {
-            warnings.push(format!("{}; compiling without it", error_chain(&e)));
-            RecipeHost::new(req.limits)
-        }),
-        None => RecipeHost::new(req.limits),
-    }
-    .map_err(component_err)?;
+    let host =
+        local_host(req.limits, req.cache_dir.as_deref(), &mut warnings).map_err(component_err)?;
     let started = Instant::now();
     let (component, load) = host.load_traced(&component_path).map_err(component_err)?;
     let load_ms = started.elapsed().as_millis();
@@ -210,19 +270,24 @@ pub fn run_local(req: &LocalRequest) -> Result<LocalRun, LocalError> {
     if req.inputs.is_empty() {
         return Err(LocalError::NoInput);
     }
+    // Report files (.nsys-rep, .qdrep) are read through their SQLite export.
+    let mut inputs = Vec::with_capacity(req.inputs.len());
     for input in &req.inputs {
-        check_input(input)?;
+        let sqlite = nsys_export::sqlite_input(input, req.nsys.as_deref())?;
+        warnings.extend(sqlite.warning);
+        check_input(&sqlite.path)?;
+        inputs.push(sqlite.path);
     }
     let run_err = |e: RecipeHostError| LocalError::Run {
         recipe: info.name.clone(),
         reason: error_chain(&e),
     };
     let started = Instant::now();
-    let labels = input_labels(&req.inputs);
+    let labels = input_labels(&inputs);
     let mut outputs = Vec::new();
     match host.kind(&component) {
         RecipeKind::Single => {
-            for (input, label) in req.inputs.iter().zip(&labels) {
+            for (input, label) in inputs.iter().zip(&labels) {
                 let out = host
                     .run(&component, input, &pairs)
                     .map_err(|e| LocalError::Run {
@@ -234,7 +299,7 @@ pub fn run_local(req: &LocalRequest) -> Result<LocalRun, LocalError> {
         }
         RecipeKind::Multi => {
             let out = host
-                .run_reports(&component, &req.inputs, &pairs)
+                .run_reports(&component, &inputs, &pairs)
                 .map_err(run_err)?;
             outputs.push((labels.join(", "), None, out));
         }

@@ -15,6 +15,7 @@
 
 mod args;
 mod columns;
+pub mod copies;
 pub mod enclosing;
 mod filter;
 mod glue;
@@ -28,6 +29,7 @@ mod report;
 mod stats;
 mod summary;
 pub mod svg;
+pub mod thread_ranges;
 mod value;
 
 pub use args::{Args, TimeUnit};
@@ -43,7 +45,7 @@ pub use report::{Report, Schema};
 pub use stats::{percent, round_half_away, Stats};
 pub use summary::{
     size_summary_columns, size_summary_table, summary_columns, summary_table, Group, GroupsById,
-    SizeSummarySpec, SummarySpec, BYTES_PER_MB,
+    SizeSummarySpec, SummarySpec, Ties, BYTES_PER_MB,
 };
 pub use value::{Column, ColumnKind, Figure, Output, Table, Value};
 

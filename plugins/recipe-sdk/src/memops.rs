@@ -3,9 +3,12 @@
 //! `CUPTI_ACTIVITY_KIND_MEMSET` rows as `[CUDA memset]`. Shared by `cuda_gpu_mem_time_sum`
 //! (durations) and `cuda_gpu_mem_size_sum` (bytes).
 //!
-//! Copy-kind labels come from `ENUM_CUDA_MEMCPY_OPER.label` (`Host-to-Device`, ...) when the
-//! report has that table; older exports have none and get CUPTI's short names by number
-//! (`HtoD`, `DtoH`, ...). A copy kind without a label is left out with a note.
+//! Copy-kind labels come from `ENUM_CUDA_MEMCPY_OPER.label` (`Host-to-Device`, ...,
+//! `Unified Host-to-Device`) when the report has that table; older exports have none and get
+//! the names NVIDIA's reports printed for them, by CUPTI's and nsys's copy-kind numbers
+//! (`[CUDA memcpy HtoD]`, ..., `[CUDA Unified Memory memcpy HtoD]`). A kind the report's table
+//! lacks gets the built-in name of the same style; a kind outside both is left out with a note.
+//! Memory kinds (`srcKind`, `dstKind`, `memKind`) are labelled by [`memory_kind_labels`].
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -17,26 +20,104 @@ pub const MEMCPY_KIND_TABLE: &str = "ENUM_CUDA_MEMCPY_OPER";
 /// The operation name of every memset.
 pub const MEMSET_NAME: &str = "[CUDA memset]";
 
-/// CUPTI's short copy-kind names, for exports without `ENUM_CUDA_MEMCPY_OPER`.
-pub fn legacy_copy_kind_label(kind: i64) -> Option<&'static str> {
-    Some(match kind {
-        1 => "HtoD",
-        2 => "DtoH",
-        3 => "HtoA",
-        4 => "AtoH",
-        5 => "AtoA",
-        6 => "AtoD",
-        7 => "DtoA",
-        8 => "DtoD",
-        9 => "HtoH",
-        10 => "PtoP",
-        _ => return None,
-    })
+/// Every copy kind CUPTI (`CUpti_ActivityMemcpyKind`, 0-10) and nsys (Unified Memory, 11-13)
+/// define: (kind, the `ENUM_CUDA_MEMCPY_OPER` label of 2023 and later exports, the operation
+/// name older reports printed).
+const COPY_KINDS: [(i64, &str, &str); 14] = [
+    (0, "Unknown", "[CUDA memcpy Unknown]"),
+    (1, "Host-to-Device", "[CUDA memcpy HtoD]"),
+    (2, "Device-to-Host", "[CUDA memcpy DtoH]"),
+    (3, "Host-to-Array", "[CUDA memcpy HtoA]"),
+    (4, "Array-to-Host", "[CUDA memcpy AtoH]"),
+    (5, "Array-to-Array", "[CUDA memcpy AtoA]"),
+    (6, "Array-to-Device", "[CUDA memcpy AtoD]"),
+    (7, "Device-to-Array", "[CUDA memcpy DtoA]"),
+    (8, "Device-to-Device", "[CUDA memcpy DtoD]"),
+    (9, "Host-to-Host", "[CUDA memcpy HtoH]"),
+    (10, "Peer-to-Peer", "[CUDA memcpy PtoP]"),
+    (
+        11,
+        "Unified Host-to-Device",
+        "[CUDA Unified Memory memcpy HtoD]",
+    ),
+    (
+        12,
+        "Unified Device-to-Host",
+        "[CUDA Unified Memory memcpy DtoH]",
+    ),
+    (
+        13,
+        "Unified Device-to-Device",
+        "[CUDA Unified Memory memcpy DtoD]",
+    ),
+];
+
+/// The operation name older reports (no `ENUM_CUDA_MEMCPY_OPER`) printed for a copy kind.
+pub fn legacy_copy_kind_name(kind: i64) -> Option<&'static str> {
+    COPY_KINDS
+        .iter()
+        .find(|(k, _, _)| *k == kind)
+        .map(|(_, _, name)| *name)
+}
+
+/// The `ENUM_CUDA_MEMCPY_OPER` label current exports give a copy kind.
+pub fn copy_kind_label(kind: i64) -> Option<&'static str> {
+    COPY_KINDS
+        .iter()
+        .find(|(k, _, _)| *k == kind)
+        .map(|(_, label, _)| *label)
 }
 
 /// The operation name of a copy with `label`: `[CUDA memcpy <label>]`.
 pub fn memcpy_name(label: &str) -> String {
     format!("[CUDA memcpy {label}]")
+}
+
+pub const MEMORY_KIND_TABLE: &str = "ENUM_CUDA_MEM_KIND";
+
+/// nsys's memory kinds (`srcKind`, `dstKind`, `memKind`), as `ENUM_CUDA_MEM_KIND.label` names
+/// them. Exports without that table number them the same way (a 2022.1 export's host-to-device
+/// copies from pinned memory are 1 -> 2).
+const MEMORY_KINDS: [(i64, &str); 8] = [
+    (0, "Pageable"),
+    (1, "Pinned"),
+    (2, "Device"),
+    (3, "Array"),
+    (4, "Managed"),
+    (5, "Device Static"),
+    (6, "Managed Static"),
+    (7, "Unknown"),
+];
+
+/// Memory kind -> label: the report's `ENUM_CUDA_MEM_KIND` where it has one, the built-in
+/// labels for the rest.
+pub fn memory_kind_labels(schema: &Schema<'_>) -> Result<HashMap<i64, String>, String> {
+    let mut labels = HashMap::new();
+    if schema.has_table(MEMORY_KIND_TABLE) {
+        let label = if schema
+            .columns(MEMORY_KIND_TABLE)
+            .iter()
+            .any(|c| c == "label")
+        {
+            "coalesce(label, name)"
+        } else {
+            "name"
+        };
+        schema.report().query(
+            &format!("SELECT id, {label} FROM {MEMORY_KIND_TABLE}"),
+            &[],
+            &mut |row| {
+                if let [Value::Int(id), Value::Text(l)] = row {
+                    labels.insert(*id, l.clone());
+                }
+                Ok(())
+            },
+        )?;
+    }
+    for (id, label) in MEMORY_KINDS {
+        labels.entry(id).or_insert_with(|| label.to_owned());
+    }
+    Ok(labels)
 }
 
 /// The durations (ns) and sizes (bytes) of the operations of one name, in the same order.
@@ -127,8 +208,9 @@ pub fn memory_operations(
     Ok(Some(ops))
 }
 
-/// copyKind -> operation name, from `ENUM_CUDA_MEMCPY_OPER` when present, else CUPTI's numbers.
-fn copy_kind_labels(schema: &Schema<'_>) -> Result<HashMap<i64, String>, String> {
+/// copyKind -> operation name: from `ENUM_CUDA_MEMCPY_OPER` when present (kinds it lacks from
+/// the built-in labels), else the names older reports printed.
+pub fn copy_kind_labels(schema: &Schema<'_>) -> Result<HashMap<i64, String>, String> {
     let mut labels = HashMap::new();
     if schema.has_table(MEMCPY_KIND_TABLE) {
         let columns = schema.columns(MEMCPY_KIND_TABLE);
@@ -147,11 +229,12 @@ fn copy_kind_labels(schema: &Schema<'_>) -> Result<HashMap<i64, String>, String>
                 Ok(())
             },
         )?;
+        for (kind, label, _) in COPY_KINDS {
+            labels.entry(kind).or_insert_with(|| memcpy_name(label));
+        }
     } else {
-        for kind in 1..=10 {
-            if let Some(label) = legacy_copy_kind_label(kind) {
-                labels.insert(kind, memcpy_name(label));
-            }
+        for (kind, _, name) in COPY_KINDS {
+            labels.insert(kind, name.to_owned());
         }
     }
     Ok(labels)
@@ -162,25 +245,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn legacy_labels_follow_cupti_numbers() {
-        let all: Vec<Option<&str>> = (0..=11).map(legacy_copy_kind_label).collect();
+    fn every_copy_kind_has_both_names() {
+        let legacy: Vec<Option<&str>> = (-1..=14).map(legacy_copy_kind_name).collect();
         assert_eq!(
-            all,
+            legacy,
             [
                 None,
-                Some("HtoD"),
-                Some("DtoH"),
-                Some("HtoA"),
-                Some("AtoH"),
-                Some("AtoA"),
-                Some("AtoD"),
-                Some("DtoA"),
-                Some("DtoD"),
-                Some("HtoH"),
-                Some("PtoP"),
+                Some("[CUDA memcpy Unknown]"),
+                Some("[CUDA memcpy HtoD]"),
+                Some("[CUDA memcpy DtoH]"),
+                Some("[CUDA memcpy HtoA]"),
+                Some("[CUDA memcpy AtoH]"),
+                Some("[CUDA memcpy AtoA]"),
+                Some("[CUDA memcpy AtoD]"),
+                Some("[CUDA memcpy DtoA]"),
+                Some("[CUDA memcpy DtoD]"),
+                Some("[CUDA memcpy HtoH]"),
+                Some("[CUDA memcpy PtoP]"),
+                Some("[CUDA Unified Memory memcpy HtoD]"),
+                Some("[CUDA Unified Memory memcpy DtoH]"),
+                Some("[CUDA Unified Memory memcpy DtoD]"),
                 None
             ]
         );
+        assert_eq!(copy_kind_label(11), Some("Unified Host-to-Device"));
+        assert_eq!(copy_kind_label(0), Some("Unknown"));
+        assert_eq!(copy_kind_label(14), None);
         assert_eq!(
             memcpy_name("Host-to-Device"),
             "[CUDA memcpy Host-to-Device]"

@@ -33,15 +33,16 @@ pub fn string_values(
     Ok(values)
 }
 
-/// Drops a CUDA API version suffix: a trailing `_v` followed by one or more digits
-/// (`cudaMalloc_v3020` -> `cudaMalloc`, `cudaStreamIsCapturing_v10000` ->
-/// `cudaStreamIsCapturing`). Any other name is returned unchanged.
+/// Drops a CUDA API version suffix the way NVIDIA's reports do: only when the name ends in
+/// `_v` followed by exactly four characters (`cudaLaunchKernel_v7000` -> `cudaLaunchKernel`,
+/// `cudaMalloc_v3020` -> `cudaMalloc`). `cuMemAlloc_v2`, `cudaStreamIsCapturing_v10000` and
+/// `cudaGetDriverEntryPoint_v11030` keep their suffix. Any other name is returned unchanged.
 pub fn strip_api_version(name: &str) -> &str {
-    let without_digits = name.trim_end_matches(|c: char| c.is_ascii_digit());
-    if without_digits.len() == name.len() {
-        return name;
+    let mut tail = name.char_indices().rev();
+    match tail.nth(5) {
+        Some((at, _)) if name[at..].starts_with("_v") => &name[..at],
+        _ => name,
     }
-    without_digits.strip_suffix("_v").unwrap_or(name)
 }
 
 #[cfg(test)]
@@ -49,19 +50,30 @@ mod tests {
     use super::strip_api_version;
 
     #[test]
-    fn strips_only_a_trailing_version_suffix() {
+    fn strips_only_v_and_four_characters() {
         assert_eq!(strip_api_version("cudaMalloc_v3020"), "cudaMalloc");
         assert_eq!(
-            strip_api_version("cudaStreamIsCapturing_v10000"),
-            "cudaStreamIsCapturing"
+            strip_api_version("cudaLaunchKernel_v7000"),
+            "cudaLaunchKernel"
         );
-        assert_eq!(strip_api_version("cuMemAlloc_v2"), "cuMemAlloc");
-        assert_eq!(strip_api_version("cudaMalloc"), "cudaMalloc");
-        assert_eq!(strip_api_version("cuLaunchKernel"), "cuLaunchKernel");
-        assert_eq!(strip_api_version("foo_v"), "foo_v");
-        assert_eq!(strip_api_version("foo_x12"), "foo_x12");
-        assert_eq!(strip_api_version("sm_80"), "sm_80");
-        assert_eq!(strip_api_version("_v1"), "");
-        assert_eq!(strip_api_version(""), "");
+        for kept in [
+            "cuGetProcAddress_v2",
+            "cuMemAlloc_v2",
+            "cudaStreamIsCapturing_v10000",
+            "cudaGetDriverEntryPoint_v11030",
+            "cudaGetDeviceProperties_v12000",
+            "cudaMalloc",
+            "cuLaunchKernel",
+            "foo_v",
+            "foo_x1234",
+            "sm_80",
+            "_v123",
+            "",
+        ] {
+            assert_eq!(strip_api_version(kept), kept);
+        }
+        assert_eq!(strip_api_version("_v1234"), "");
+        // Four characters, not four bytes.
+        assert_eq!(strip_api_version("f_vé12x"), "f");
     }
 }

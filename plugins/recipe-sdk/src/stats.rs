@@ -89,18 +89,19 @@ pub fn percent(part: i64, whole: i64) -> Option<f64> {
     (whole != 0).then(|| round_half_away(part as f64 * 100.0 / whole as f64, 1))
 }
 
-/// SQLite's `round(x, decimals)`: the value is first written with 16 significant digits (the
-/// precision of SQLite's printf), then rounded half away from zero at `decimals` places. So
-/// `12.25 -> 12.3`, `0.15 -> 0.2` (the double just below 0.15 prints as 0.1500000000000000) and
-/// `2.675 -> 2.68` at two places. Values of 2^52 and more have no fraction and are returned as
-/// they are, as SQLite does.
+/// Current SQLite's `round(x, decimals)` (3.43 and later, the one current nsys reports run on):
+/// the double is written with 18 significant digits, then rounded half away from zero at
+/// `decimals` places. So the double nearest 2164.85 (2164.849999999999909...) gives 2164.8,
+/// 0.15 (0.1499999999999999944...) gives 0.1, and 12.25 (exact in binary) gives 12.3. Older
+/// SQLite (3.40) wrote 16 digits first and gave 2164.9 and 0.2. Values of 2^52 and more have no
+/// fraction and are returned as they are, as SQLite does.
 pub fn round_half_away(x: f64, decimals: u32) -> f64 {
     if !x.is_finite() || x.abs() >= 4_503_599_627_370_496.0 || x == 0.0 {
         return x;
     }
     let decimals = decimals.min(30) as i32;
-    // d.ddddddddddddddde<exp>: 16 significant digits, correctly rounded.
-    let sci = format!("{:.15e}", x.abs());
+    // d.ddddddddddddddddde<exp>: 18 significant digits, correctly rounded.
+    let sci = format!("{:.17e}", x.abs());
     let Some((mantissa, exp)) = sci.split_once('e') else {
         return x;
     };
@@ -141,13 +142,16 @@ mod tests {
 
     #[test]
     fn rounding_follows_sqlite() {
-        // Checked against `sqlite3 :memory: "select round(x, n)"` (3.40.1).
+        // Current SQLite's round() (tests/recipe_oracle.rs runs the oracles in SQLite 3.54).
         let cases = [
-            (0.15, 1, 0.2),
+            (0.15, 1, 0.1),
+            (216_485.0 / 100.0, 1, 2164.8),
+            (0.25, 1, 0.3),
             (12.25, 1, 12.3),
             (-12.25, 1, -12.3),
-            (2.675, 2, 2.68),
+            (2.675, 2, 2.67),
             (0.05, 1, 0.1),
+            (0.0015, 3, 0.002),
             (0.04, 1, 0.0),
             (99.95, 1, 100.0),
             (1234.0, 1, 1234.0),

@@ -1,6 +1,6 @@
 //! The summary table of NVIDIA's statistical reports: one row per group with Time (%), Total,
 //! count, Avg, Med, Min, Max, StdDev and the group's labels, ordered by Total descending, then
-//! count descending, then the labels ascending (byte order), then the group id.
+//! by the report's own tie rule ([`Ties`]).
 //!
 //! Numbers: statistics are computed in nanoseconds; Avg, Med and StdDev are rounded to one
 //! decimal (`round_half_away`), Time (%) likewise. With `--timeunit nsec` Total, Min and Max
@@ -23,7 +23,25 @@ pub struct SummarySpec {
     /// The order in which labels break ties (indexes into `labels`), e.g. `[1, 0]` to compare
     /// NVTX ranges by name before style.
     pub tie_order: &'static [usize],
+    /// How rows of equal Total are ordered.
+    pub ties: Ties,
     pub unit: TimeUnit,
+}
+
+/// How a summary orders rows of equal Total (each ends with the group id, so the order is
+/// total). NVIDIA's queries differ per report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ties {
+    /// `ORDER BY total DESC, count, name`: count ascending, then the labels (`cuda_gpu_kern_sum`).
+    CountThenLabels,
+    /// Count descending, then the labels (`nvtx_sum`; NVIDIA's rule not verified).
+    CountDescThenLabels,
+    /// `ORDER BY total DESC` over rows grouped by a name id: the id ascending (`cuda_api_sum`,
+    /// `osrt_sum`, whose SQL groups by `nameId`).
+    Id,
+    /// `ORDER BY total DESC` over rows grouped by name: the labels ascending (the memory
+    /// summaries).
+    Labels,
 }
 
 /// The durations of one group and what identifies it.
@@ -90,25 +108,28 @@ pub fn summary_columns(spec: &SummarySpec) -> Vec<Column> {
 }
 
 /// The statistics of each group with values, in the order of a summary: Total descending,
-/// then count descending, then the labels in `tie_order` ascending, then the group id.
-fn ranked(tie_order: &[usize], groups: Vec<Group>) -> Vec<(Group, Stats)> {
+/// then `ties`, then the group id.
+fn ranked(ties: Ties, tie_order: &[usize], groups: Vec<Group>) -> Vec<(Group, Stats)> {
     let mut rows: Vec<(Group, Stats)> = groups
         .into_iter()
         .filter_map(|mut g| Stats::of(&mut g.durations).map(|s| (g, s)))
         .collect();
     rows.sort_by(|(ga, a), (gb, b)| {
-        b.total
-            .cmp(&a.total)
-            .then(b.count.cmp(&a.count))
-            .then_with(|| compare_labels(tie_order, &ga.labels, &gb.labels))
-            .then(ga.id.cmp(&gb.id))
+        let labels = || compare_labels(tie_order, &ga.labels, &gb.labels);
+        let tie = match ties {
+            Ties::CountThenLabels => a.count.cmp(&b.count).then_with(labels),
+            Ties::CountDescThenLabels => b.count.cmp(&a.count).then_with(labels),
+            Ties::Id => Ordering::Equal,
+            Ties::Labels => labels(),
+        };
+        b.total.cmp(&a.total).then(tie).then(ga.id.cmp(&gb.id))
     });
     rows
 }
 
 /// Builds the summary table of `groups` (groups without durations are dropped).
 pub fn summary_table(spec: &SummarySpec, groups: Vec<Group>) -> Table {
-    let rows = ranked(spec.tie_order, groups);
+    let rows = ranked(spec.ties, spec.tie_order, groups);
     let grand: i128 = rows.iter().map(|(_, s)| i128::from(s.total)).sum();
     let grand = i64::try_from(grand).unwrap_or(i64::MAX);
     let unit = spec.unit;
@@ -152,6 +173,7 @@ pub struct SizeSummarySpec {
     pub labels: &'static [&'static str],
     /// The order in which labels break ties (indexes into `labels`).
     pub tie_order: &'static [usize],
+    pub ties: Ties,
 }
 
 /// Bytes in one MB (`1e6`, as NVIDIA's size summaries count).
@@ -179,21 +201,21 @@ pub fn size_summary_columns(spec: &SizeSummarySpec) -> Vec<Column> {
 }
 
 /// Builds the summary by size of `groups`, whose `durations` hold sizes in bytes. The same
-/// statistics and order as [`summary_table`]; Avg, Med and StdDev are rounded to one decimal
-/// in bytes, and every size column is then divided by 1e6 (MB), unrounded.
+/// statistics and order as [`summary_table`]; every size column is the unrounded statistic in
+/// bytes divided by 1e6 (MB) and rounded to three decimals, as `nsys stats` prints them.
 pub fn size_summary_table(spec: &SizeSummarySpec, groups: Vec<Group>) -> Table {
-    let mb = |bytes: f64| Value::Real(bytes / BYTES_PER_MB);
-    let rows = ranked(spec.tie_order, groups)
+    let mb = |bytes: f64| Value::Real(round_half_away(bytes / BYTES_PER_MB, 3));
+    let rows = ranked(spec.ties, spec.tie_order, groups)
         .into_iter()
         .map(|(g, s)| {
             let mut row = vec![
                 mb(s.total as f64),
                 Value::Int(i64::try_from(s.count).unwrap_or(i64::MAX)),
-                mb(round_half_away(s.mean, 1)),
-                mb(round_half_away(s.median, 1)),
+                mb(s.mean),
+                mb(s.median),
                 mb(s.min as f64),
                 mb(s.max as f64),
-                mb(round_half_away(s.stddev, 1)),
+                mb(s.stddev),
             ];
             row.extend(g.labels.into_iter().map(Value::Text));
             row
@@ -223,6 +245,7 @@ mod tests {
         count_header: "Instances",
         labels: &["Style", "Range"],
         tie_order: &[1, 0],
+        ties: Ties::CountDescThenLabels,
         unit: TimeUnit::Nsec,
     };
 
@@ -333,19 +356,67 @@ mod tests {
     }
 
     #[test]
-    fn sizes_are_in_mb_after_rounding_in_bytes() {
+    fn each_tie_rule_orders_equal_totals_its_own_way() {
+        let g = |name: &str, id: i64, d: &[i64]| Group {
+            labels: vec![name.into()],
+            id,
+            durations: d.to_vec(),
+        };
+        let order = |ties: Ties| -> Vec<String> {
+            let spec = SummarySpec {
+                labels: &["Name"],
+                tie_order: &[0],
+                ties,
+                ..SPEC
+            };
+            let groups = vec![
+                g("b", 1, &[5, 5]),
+                g("c", 2, &[10]),
+                g("a", 3, &[10]),
+                g("z", 0, &[30]),
+            ];
+            summary_table(&spec, groups)
+                .rows
+                .iter()
+                .map(|r| format!("{:?}", r[8]))
+                .collect()
+        };
+        let names = |n: [&str; 4]| -> Vec<String> {
+            n.iter()
+                .map(|s| format!("{:?}", Value::Text((*s).into())))
+                .collect()
+        };
+        assert_eq!(order(Ties::CountThenLabels), names(["z", "a", "c", "b"]));
+        assert_eq!(
+            order(Ties::CountDescThenLabels),
+            names(["z", "b", "a", "c"])
+        );
+        assert_eq!(order(Ties::Id), names(["z", "b", "c", "a"]));
+        assert_eq!(order(Ties::Labels), names(["z", "a", "b", "c"]));
+    }
+
+    #[test]
+    fn sizes_are_mb_rounded_to_three_decimals() {
         let spec = SizeSummarySpec {
             table: "s",
             count_header: "Count",
             labels: &["Operation"],
             tie_order: &[0],
+            ties: Ties::Labels,
         };
         let g = |name: &str, d: &[i64]| Group {
             labels: vec![name.into()],
             id: 0,
             durations: d.to_vec(),
         };
-        let t = size_summary_table(&spec, vec![g("b", &[1, 2]), g("a", &[3]), g("c", &[8])]);
+        let t = size_summary_table(
+            &spec,
+            vec![
+                g("b", &[1_000_000, 2_000_500]),
+                g("a", &[3_000_500]),
+                g("c", &[8_000_000]),
+            ],
+        );
         let names: Vec<&str> = t.columns.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(
             names,
@@ -362,14 +433,17 @@ mod tests {
         );
         let labels: Vec<&Value> = t.rows.iter().map(|r| &r[7]).collect();
         let text = |s: &str| Value::Text(s.into());
-        // 8 bytes first; then 3 bytes twice: two values before one, then by name.
-        assert_eq!(labels, [&text("c"), &text("b"), &text("a")]);
-        let b = &t.rows[1];
-        assert_eq!(b[0], Value::Real(3.0 / 1e6));
+        // 8 MB first; then 3.0005 MB twice: by name.
+        assert_eq!(labels, [&text("c"), &text("a"), &text("b")]);
+        let b = &t.rows[2];
+        assert_eq!(b[0], Value::Real(3.001));
         assert_eq!(b[1], Value::Int(2));
-        assert_eq!(b[2], Value::Real(1.5 / 1e6));
-        assert_eq!(b[4], Value::Real(1.0 / 1e6));
-        assert_eq!(b[6], Value::Real(0.7 / 1e6));
+        // Mean 1,500,250 bytes: 1.50025 MB -> 1.5.
+        assert_eq!(b[2], Value::Real(1.5));
+        assert_eq!(b[4], Value::Real(1.0));
+        assert_eq!(b[5], Value::Real(2.001));
+        // StdDev 707,460.6... bytes.
+        assert_eq!(b[6], Value::Real(0.707));
     }
 
     #[test]

@@ -49,6 +49,14 @@ pub const RECIPES: &[(&str, &str)] = &[
     ("nsight-recipe-gpu-time-util", "gpu_time_util"),
     ("nsight-recipe-gpu-gaps", "gpu_gaps"),
     ("nsight-recipe-diff", "diff"),
+    ("nsight-recipe-cuda-kern-exec-sum", "cuda_kern_exec_sum"),
+    ("nsight-recipe-nvtx-kern-sum", "nvtx_kern_sum"),
+    ("nsight-recipe-cuda-memcpy-async", "cuda_memcpy_async"),
+    ("nsight-recipe-cuda-gpu-trace", "cuda_gpu_trace"),
+    ("nsight-recipe-nvtx-gpu-proj-sum", "nvtx_gpu_proj_sum"),
+    ("nsight-recipe-um-sum", "um_sum"),
+    ("nsight-recipe-cuda-api-gpu-sum", "cuda_api_gpu_sum"),
+    ("nsight-recipe-cuda-memcpy-sync", "cuda_memcpy_sync"),
 ];
 /// Recipe components only the tests load (they break the rules on purpose): never in
 /// `dist/recipes/`, so no service or CLI installs them.

@@ -1,5 +1,6 @@
 //! Shared by the analysis integration tests: the real nsys exports under shared/testdata, one
-//! `RecipeHost` with the built recipe components, and the sqlite3 CLI that runs the oracles.
+//! `RecipeHost` with the built recipe components, and the SQLite (rusqlite's, current) that
+//! runs the oracles.
 
 #![allow(dead_code, reason = "each test binary uses a different part")]
 
@@ -7,9 +8,7 @@ pub mod oracle;
 pub mod service;
 
 use std::{
-    io::Write as _,
     path::{Path, PathBuf},
-    process::{Command, Stdio},
     sync::{Arc, OnceLock},
 };
 
@@ -78,44 +77,94 @@ pub fn recipe(name: &str) -> Arc<Component> {
         .unwrap()
 }
 
-/// Runs `sql` with the sqlite3 CLI on `db`, read-only, and returns the rows as JSON objects.
-pub fn sqlite3_json(db: &Path, sql: &str) -> Vec<serde_json::Map<String, serde_json::Value>> {
-    // The SQL goes in on stdin: as an argument, a leading `--` comment reads as an option.
-    let mut child = Command::new("sqlite3")
-        .args(["-readonly", "-json", "-bail"])
-        .arg(db)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the sqlite3 CLI (Debian package sqlite3, installed by `cargo xtask setup`)");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(sql.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "sqlite3 failed on {}: {}",
-        db.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    if text.trim().is_empty() {
-        return Vec::new();
+/// Runs an oracle script on `db`, read-only, in the SQLite that rusqlite bundles (3.54: the
+/// `round()` of current SQLite and current nsys, which rounds the double itself, not the
+/// 16-digit text older SQLite CLIs use), and returns the last statement's rows as JSON
+/// objects. The script is SQL as the sqlite3 CLI would take it: leading `.parameter set :name
+/// INTEGER` lines bind parameters, and leading `ATTACH ...;` statements run first.
+pub fn sqlite3_json(db: &Path, script: &str) -> Vec<serde_json::Map<String, serde_json::Value>> {
+    use rusqlite::{
+        functions::FunctionFlags,
+        types::{Value as SqlValue, ValueRef},
+        Connection, OpenFlags,
+    };
+    let mut params: Vec<(String, SqlValue)> = Vec::new();
+    let mut sql = String::new();
+    for line in script.lines() {
+        match line.trim_start().strip_prefix(".parameter set ") {
+            Some(rest) => {
+                let (name, value) = rest
+                    .trim()
+                    .split_once(' ')
+                    .expect(".parameter set NAME VALUE");
+                let value = value.trim();
+                let value = match (value.parse::<i64>(), value.parse::<f64>()) {
+                    (Ok(i), _) => SqlValue::Integer(i),
+                    (_, Ok(x)) => SqlValue::Real(x),
+                    _ => SqlValue::Text(value.trim_matches('\'').to_owned()),
+                };
+                params.push((name.to_owned(), value));
+            }
+            None => {
+                sql.push_str(line);
+                sql.push('\n');
+            }
+        }
     }
-    let rows: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
-    rows.into_iter()
-        .map(|r| match r {
-            serde_json::Value::Object(m) => m,
-            other => panic!("unexpected sqlite3 JSON row {other}"),
-        })
-        .collect()
+    let conn = Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .unwrap_or_else(|e| panic!("cannot open {}: {e}", db.display()));
+    // The bundled SQLite has no math functions; sqrt() is the one the oracles use.
+    conn.create_scalar_function("sqrt", 1, FunctionFlags::SQLITE_DETERMINISTIC, |ctx| {
+        Ok(ctx.get::<Option<f64>>(0)?.map(f64::sqrt))
+    })
+    .unwrap();
+    let mut rest = sql.trim_start();
+    while rest
+        .get(..6)
+        .is_some_and(|s| s.eq_ignore_ascii_case("ATTACH"))
+    {
+        let (attach, tail) = rest.split_once(';').expect("ATTACH ...;");
+        conn.execute_batch(attach)
+            .unwrap_or_else(|e| panic!("{attach} on {}: {e}", db.display()));
+        rest = tail.trim_start();
+    }
+    let mut stmt = conn
+        .prepare(rest)
+        .unwrap_or_else(|e| panic!("oracle SQL on {}: {e}\n{rest}", db.display()));
+    for (name, value) in &params {
+        if let Some(i) = stmt.parameter_index(name).unwrap() {
+            stmt.raw_bind_parameter(i, value).unwrap();
+        }
+    }
+    let names: Vec<String> = stmt.column_names().map(str::to_owned).collect();
+    let mut rows = stmt.raw_query();
+    let mut out = Vec::new();
+    while let Some(row) = rows
+        .next()
+        .unwrap_or_else(|e| panic!("oracle SQL on {}: {e}", db.display()))
+    {
+        let mut map = serde_json::Map::new();
+        for (i, name) in names.iter().enumerate() {
+            let value = match row.get_ref(i).unwrap() {
+                ValueRef::Null => serde_json::Value::Null,
+                ValueRef::Integer(v) => v.into(),
+                ValueRef::Real(v) => serde_json::Number::from_f64(v)
+                    .map_or(serde_json::Value::Null, serde_json::Value::Number),
+                ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned().into(),
+                ValueRef::Blob(b) => b
+                    .iter()
+                    .map(|x| format!("{x:02x}"))
+                    .collect::<String>()
+                    .into(),
+            };
+            map.insert(name.clone(), value);
+        }
+        out.push(map);
+    }
+    out
 }
 
-/// Whether `db` has `table`, asked of the sqlite3 CLI.
+/// Whether `db` has `table`.
 pub fn has_table(db: &Path, table: &str) -> bool {
     let rows = sqlite3_json(
         db,

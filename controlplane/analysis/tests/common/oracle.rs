@@ -1,4 +1,4 @@
-//! The summary recipes and their oracles (SQL in tests/oracle/, run by the sqlite3 CLI), and
+//! The summary recipes and their oracles (SQL in tests/oracle/, run in current SQLite), and
 //! the comparison of a recipe's table with an oracle's rows: the same rows in the same order,
 //! integers equal, each rounded value exactly the double nearest to the oracle's value.
 
@@ -13,7 +13,7 @@ use super::{has_table, recipe, short, sqlite3_json};
 pub enum Kind {
     /// Time (%), times in the time unit (ns: Total, Min, Max integers).
     Time,
-    /// Sizes in MB (1e6 bytes), no Time (%).
+    /// Sizes in MB (1e6 bytes, rounded to three decimals), no Time (%).
     Size,
 }
 
@@ -41,11 +41,14 @@ fn demangled(_: &Path, sql: &str) -> String {
 
 /// `@LABELS@` and `@OPS@` of tests/oracle/cuda_gpu_mem_sum.sql for `report`.
 fn mem_ops(report: &Path, sql: &str) -> String {
-    // CUPTI's copy kinds, for exports without ENUM_CUDA_MEMCPY_OPER (RECIPES.md).
-    const LEGACY: &str = "VALUES (1, '[CUDA memcpy HtoD]'), (2, '[CUDA memcpy DtoH]'), \
-        (3, '[CUDA memcpy HtoA]'), (4, '[CUDA memcpy AtoH]'), (5, '[CUDA memcpy AtoA]'), \
-        (6, '[CUDA memcpy AtoD]'), (7, '[CUDA memcpy DtoA]'), (8, '[CUDA memcpy DtoD]'), \
-        (9, '[CUDA memcpy HtoH]'), (10, '[CUDA memcpy PtoP]')";
+    // What NVIDIA's reports printed for exports without ENUM_CUDA_MEMCPY_OPER: CUPTI's copy
+    // kinds 0-10 and nsys's Unified Memory kinds 11-13 (issue 23).
+    const LEGACY: &str = "VALUES (0, '[CUDA memcpy Unknown]'), (1, '[CUDA memcpy HtoD]'), \
+        (2, '[CUDA memcpy DtoH]'), (3, '[CUDA memcpy HtoA]'), (4, '[CUDA memcpy AtoH]'), \
+        (5, '[CUDA memcpy AtoA]'), (6, '[CUDA memcpy AtoD]'), (7, '[CUDA memcpy DtoA]'), \
+        (8, '[CUDA memcpy DtoD]'), (9, '[CUDA memcpy HtoH]'), (10, '[CUDA memcpy PtoP]'), \
+        (11, '[CUDA Unified Memory memcpy HtoD]'), (12, '[CUDA Unified Memory memcpy DtoH]'), \
+        (13, '[CUDA Unified Memory memcpy DtoD]')";
     let labels = if has_table(report, "ENUM_CUDA_MEMCPY_OPER") {
         "SELECT id, '[CUDA memcpy ' || label || ']' FROM ENUM_CUDA_MEMCPY_OPER"
     } else {
@@ -78,6 +81,39 @@ fn mem_size(report: &Path, sql: &str) -> String {
 }
 
 const MEM_TABLES: &[&str] = &["CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"];
+
+/// `@OPS@` of tests/oracle/cuda_api_gpu_sum.sql for `report`: (category, name, dur) of the
+/// calls, kernels, memcpys and memsets it has, wholly inside [:lo, :hi].
+fn api_gpu_ops(report: &Path, sql: &str) -> String {
+    let inside = "start >= :lo AND \"end\" <= :hi";
+    let mut parts = vec!["SELECT NULL, NULL, NULL WHERE 0".to_owned()];
+    if has_table(report, "CUPTI_ACTIVITY_KIND_RUNTIME") {
+        parts.push(format!(
+            "SELECT 'CUDA_API', CASE WHEN length(s.value) >= 6 AND substr(s.value, -6, 2) = '_v' \
+             THEN substr(s.value, 1, length(s.value) - 6) ELSE s.value END, \"end\" - start \
+             FROM CUPTI_ACTIVITY_KIND_RUNTIME JOIN StringIds AS s ON s.id = nameId \
+             WHERE eventClass IS NOT 67 AND {inside}"
+        ));
+    }
+    if has_table(report, "CUPTI_ACTIVITY_KIND_KERNEL") {
+        parts.push(format!(
+            "SELECT 'CUDA_KERNEL', coalesce((SELECT value FROM StringIds \
+             WHERE id = demangledName), ''), \"end\" - start FROM CUPTI_ACTIVITY_KIND_KERNEL \
+             WHERE {inside}"
+        ));
+    }
+    // The memory summaries' rows (mem_ops), named by their copy-kind labels.
+    let mem = mem_ops(report, "@OPS@");
+    let labels = mem_ops(report, "@LABELS@");
+    if MEM_TABLES.iter().any(|t| has_table(report, t)) {
+        parts.push(format!(
+            "SELECT 'MEMORY_OPER', name, \"end\" - start FROM (WITH labels(id, name) AS \
+             ({labels}), ops(name, start, \"end\", bytes) AS ({mem}) SELECT * FROM ops) \
+             WHERE {inside} AND bytes IS NOT NULL"
+        ));
+    }
+    sql.replace("@OPS@", &parts.join(" UNION ALL "))
+}
 
 pub const NVTX: Case = Case {
     recipe: "nvtx_sum",
@@ -128,10 +164,24 @@ pub const OSRT: Case = Case {
     fill: as_is,
 };
 
+pub const API_GPU: Case = Case {
+    recipe: "cuda_api_gpu_sum",
+    oracle: include_str!("../oracle/cuda_api_gpu_sum.sql"),
+    tables: &[
+        "CUPTI_ACTIVITY_KIND_RUNTIME",
+        "CUPTI_ACTIVITY_KIND_KERNEL",
+        "CUPTI_ACTIVITY_KIND_MEMCPY",
+        "CUPTI_ACTIVITY_KIND_MEMSET",
+    ],
+    labels: &["category", "name"],
+    kind: Kind::Time,
+    fill: api_gpu_ops,
+};
+
 /// Every summary recipe.
-pub const STATS: [&Case; 6] = [&NVTX, &KERN, &API, &MEM_TIME, &MEM_SIZE, &OSRT];
+pub const STATS: [&Case; 7] = [&NVTX, &KERN, &API, &MEM_TIME, &MEM_SIZE, &OSRT, &API_GPU];
 /// The summaries with time columns (`--timeunit`).
-pub const TIMED: [&Case; 5] = [&NVTX, &KERN, &API, &MEM_TIME, &OSRT];
+pub const TIMED: [&Case; 6] = [&NVTX, &KERN, &API, &MEM_TIME, &OSRT, &API_GPU];
 
 /// The whole clock: every event is inside.
 pub const ALL: (i64, i64) = (i64::MIN, i64::MAX);
@@ -209,15 +259,21 @@ pub fn expected_row(
             ]
         }
         Kind::Size => {
-            let mb = |v: f64| Value::Real(v / 1e6);
+            let mb = |k: &str| {
+                Value::Real(
+                    oracle[k]
+                        .as_f64()
+                        .unwrap_or_else(|| panic!("{k} in {oracle:?}")),
+                )
+            };
             vec![
-                mb(int("total") as f64),
+                mb("total_mb"),
                 Value::Int(int("num")),
-                mb(tenths("avg10")),
-                mb(tenths("med10")),
-                mb(int("min") as f64),
-                mb(int("max") as f64),
-                mb(tenths("sd10")),
+                mb("avg_mb"),
+                mb("med_mb"),
+                mb("min_mb"),
+                mb("max_mb"),
+                mb("sd_mb"),
             ]
         }
     };

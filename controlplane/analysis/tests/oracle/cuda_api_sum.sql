@@ -1,8 +1,10 @@
--- Oracle for cuda_api_sum, run by the sqlite3 CLI (tests/recipe_oracle.rs), written
+-- Oracle for cuda_api_sum, run in current SQLite (rusqlite's, tests/common) (tests/recipe_oracle.rs), written
 -- independently of the recipe: the statistics are computed here in SQL.
 -- Only events wholly inside [:lo, :hi] (the test sets both; the full range when unfiltered).
 -- Calls grouped by nameId, CUDA backtrace rows (eventClass 67) excluded, the name shown
--- without a trailing `_v<digits>`. pct10, avg10, med10, sd10: rounded values times ten.
+-- without a trailing `_v` and exactly four characters (NVIDIA's rule). Ties: Total, then nameId
+-- (NVIDIA's SQL groups by nameId and orders by Total only). pct10, avg10, med10, sd10: rounded
+-- values times ten.
 WITH r AS (
     SELECT r."end" - r.start AS dur, r.nameId AS nid,
            coalesce((SELECT value FROM StringIds WHERE id = r.nameId), '') AS raw
@@ -29,8 +31,8 @@ g AS (
 ),
 named AS (
     SELECT g.*,
-           CASE WHEN rtrim(raw, '0123456789') <> raw AND rtrim(raw, '0123456789') GLOB '*_v'
-                THEN substr(raw, 1, length(rtrim(raw, '0123456789')) - 2)
+           CASE WHEN length(raw) >= 6 AND substr(raw, -6, 2) = '_v'
+                THEN substr(raw, 1, length(raw) - 6)
                 ELSE raw
            END AS name
     FROM g
@@ -53,4 +55,4 @@ SELECT CAST(round(round(n.total * 100.0 / (SELECT t FROM grand), 1) * 10) AS INT
                         END, 1) * 10) AS INTEGER) AS sd10,
        n.name AS name
 FROM named AS n JOIN med USING (nid) JOIN dev USING (nid)
-ORDER BY n.total DESC, n.num DESC, n.name ASC, n.nid ASC;
+ORDER BY n.total DESC, n.nid ASC;

@@ -1,4 +1,4 @@
--- Oracle for cuda_gpu_kern_hist, run by the sqlite3 CLI (tests/oracle/timeline.rs), written
+-- Oracle for cuda_gpu_kern_hist, run in current SQLite (rusqlite's, tests/common) (tests/oracle/timeline.rs), written
 -- independently of the recipe: binning and shares are computed here in SQL.
 -- Parameters: :lo/:hi (only kernels wholly inside; the whole clock when unfiltered), :bins.
 -- With r = max - min there are b = min(:bins, r) bins (1 when r = 0). Bin of a duration d:

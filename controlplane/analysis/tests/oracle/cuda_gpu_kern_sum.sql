@@ -1,4 +1,4 @@
--- Oracle for cuda_gpu_kern_sum, run by the sqlite3 CLI (tests/recipe_oracle.rs), written
+-- Oracle for cuda_gpu_kern_sum, run in current SQLite (rusqlite's, tests/common) (tests/recipe_oracle.rs), written
 -- independently of the recipe: the statistics are computed here in SQL.
 -- Only events wholly inside [:lo, :hi] (the test sets both; the full range when unfiltered).
 -- The test puts the kernel name column (demangledName, shortName or mangledName) in place of
@@ -48,4 +48,5 @@ SELECT CAST(round(round(g.total * 100.0 / (SELECT t FROM grand), 1) * 10) AS INT
                         END, 1) * 10) AS INTEGER) AS sd10,
        g.name AS name
 FROM g JOIN med USING (name) JOIN dev USING (name)
-ORDER BY g.total DESC, g.num DESC, g.name ASC;
+-- NVIDIA's order: ORDER BY total DESC, count, name.
+ORDER BY g.total DESC, g.num ASC, g.name ASC;

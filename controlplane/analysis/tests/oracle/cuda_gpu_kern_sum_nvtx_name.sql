@@ -1,4 +1,4 @@
--- Oracle for cuda_gpu_kern_sum --name nvtx-name[:base|:mangled], run by the sqlite3 CLI
+-- Oracle for cuda_gpu_kern_sum --name nvtx-name[:base|:mangled], run in current SQLite (rusqlite's, tests/common)
 -- (tests/oracle/kern_nvtx_name.rs), written independently of the recipe.
 -- Each kernel's name gets the text of the innermost NVTX push/pop range around the CUDA API
 -- call that launched it, as '<range>:<kernel>': the call is the runtime row with the same
@@ -75,4 +75,5 @@ SELECT CAST(round(round(g.total * 100.0 / (SELECT t FROM grand), 1) * 10) AS INT
                         END, 1) * 10) AS INTEGER) AS sd10,
        g.name AS name
 FROM g JOIN med USING (name) JOIN dev USING (name)
-ORDER BY g.total DESC, g.num DESC, g.name ASC;
+-- NVIDIA's order: ORDER BY total DESC, count, name.
+ORDER BY g.total DESC, g.num ASC, g.name ASC;

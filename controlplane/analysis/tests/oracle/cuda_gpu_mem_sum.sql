@@ -1,4 +1,4 @@
--- Oracle for cuda_gpu_mem_time_sum and cuda_gpu_mem_size_sum, run by the sqlite3 CLI
+-- Oracle for cuda_gpu_mem_time_sum and cuda_gpu_mem_size_sum, run in current SQLite (rusqlite's, tests/common)
 -- (tests/recipe_oracle.rs), written independently of the recipes: the statistics are computed
 -- here in SQL. The test fills in three placeholders for the report at hand:
 --   @LABELS@ rows (id, name): '[CUDA memcpy ' || ENUM_CUDA_MEMCPY_OPER.label || ']', or, for
@@ -6,7 +6,8 @@
 --   @OPS@    rows (name, start, "end", bytes): memcpy rows joined to @LABELS@, UNION ALL memset
 --           rows named '[CUDA memset]' (each part only when the report has its table);
 --   @VALUE@  dur ("end" - start) for the time summary, bytes for the size summary.
--- Operations wholly inside [:lo, :hi]. pct10, avg10, med10, sd10: rounded values times ten.
+-- Operations wholly inside [:lo, :hi]. pct10, avg10, med10, sd10: rounded values times ten;
+-- *_mb: the size summary's values.
 WITH labels(id, name) AS (@LABELS@),
 ops(name, start, "end", bytes) AS (@OPS@),
 r AS (
@@ -36,17 +37,30 @@ dev AS (
            total((r.val - g.pivot) * (r.val - g.pivot)) AS s2
     FROM r JOIN g USING (name) GROUP BY g.name
 ),
-grand AS (SELECT sum(total) AS t FROM g)
-SELECT CAST(round(round(g.total * 100.0 / (SELECT t FROM grand), 1) * 10) AS INTEGER) AS pct10,
-       g.total AS total,
-       g.num AS num,
-       CAST(round(round(g.mean, 1) * 10) AS INTEGER) AS avg10,
-       CAST(round(round(med.med, 1) * 10) AS INTEGER) AS med10,
-       g.mn AS min,
-       g.mx AS max,
-       CAST(round(round(CASE WHEN g.num < 2 THEN 0.0
-                             ELSE sqrt(max(dev.s2 - dev.s1 * dev.s1 / g.num, 0.0) / (g.num - 1))
-                        END, 1) * 10) AS INTEGER) AS sd10,
-       g.name AS name
-FROM g JOIN med USING (name) JOIN dev USING (name)
-ORDER BY g.total DESC, g.num DESC, g.name ASC;
+grand AS (SELECT sum(total) AS t FROM g),
+s AS (
+    SELECT g.*, med.med AS med,
+           CASE WHEN g.num < 2 THEN 0.0
+                ELSE sqrt(max(dev.s2 - dev.s1 * dev.s1 / g.num, 0.0) / (g.num - 1))
+           END AS sd
+    FROM g JOIN med USING (name) JOIN dev USING (name)
+)
+SELECT CAST(round(round(total * 100.0 / (SELECT t FROM grand), 1) * 10) AS INTEGER) AS pct10,
+       total,
+       num,
+       CAST(round(round(mean, 1) * 10) AS INTEGER) AS avg10,
+       CAST(round(round(med, 1) * 10) AS INTEGER) AS med10,
+       mn AS min,
+       mx AS max,
+       CAST(round(round(sd, 1) * 10) AS INTEGER) AS sd10,
+       -- The size summary: each statistic in MB (1e6 bytes), rounded to three decimals.
+       round(total / 1e6, 3) AS total_mb,
+       round(mean / 1e6, 3) AS avg_mb,
+       round(med / 1e6, 3) AS med_mb,
+       round(mn / 1e6, 3) AS min_mb,
+       round(mx / 1e6, 3) AS max_mb,
+       round(sd / 1e6, 3) AS sd_mb,
+       name
+FROM s
+-- NVIDIA's SQL orders by Total only, over rows grouped by name.
+ORDER BY total DESC, name ASC;

@@ -1,4 +1,4 @@
--- Oracle for diff, run by the sqlite3 CLI on report A with report B attached as `b`
+-- Oracle for diff, run in current SQLite (rusqlite's, tests/common) on report A with report B attached as `b`
 -- (tests/recipe_diff.rs), written independently of the recipe: both sides' kernel statistics
 -- and the join are computed here in SQL.
 -- The part before the join marker line (two @ signs) is a template for one side's statistics: the test

@@ -1,4 +1,4 @@
--- Oracle for gpu_gaps, run by the sqlite3 CLI (tests/oracle/timeline.rs), written
+-- Oracle for gpu_gaps, run in current SQLite (rusqlite's, tests/common) (tests/oracle/timeline.rs), written
 -- independently of the recipe: the gaps are found here with a window function.
 -- The test puts the GPU operations the report has in place of @OPS@ (rows of globalPid,
 -- deviceId, start, end from the kernel, memcpy and memset tables).

@@ -1,4 +1,4 @@
--- Oracle for gpu_time_util, run by the sqlite3 CLI (tests/oracle/timeline.rs), written
+-- Oracle for gpu_time_util, run in current SQLite (rusqlite's, tests/common) (tests/oracle/timeline.rs), written
 -- independently of the recipe: the parts and their kernel time are computed here in SQL.
 -- Parameters: :lo/:hi (only kernels wholly inside), :chunks, :threshold (percent).
 -- Per (PID, device): the span [first start, last end] is cut at s + i * span / chunks

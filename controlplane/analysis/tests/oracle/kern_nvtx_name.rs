@@ -1,5 +1,5 @@
 //! `cuda_gpu_kern_sum --name nvtx-name[:base]` on every real nsys export against its oracle
-//! (tests/oracle/cuda_gpu_kern_sum_nvtx_name.sql, run by the sqlite3 CLI): kernel names
+//! (tests/oracle/cuda_gpu_kern_sum_nvtx_name.sql, run in current SQLite): kernel names
 //! prefixed with the innermost NVTX push/pop range around their launch. Reports without NVTX
 //! must give the note and the plain summary. Included in recipe_oracle.rs.
 

@@ -1,4 +1,4 @@
--- Oracle for nvtx_sum, run by the sqlite3 CLI (tests/recipe_oracle.rs), written
+-- Oracle for nvtx_sum, run in current SQLite (rusqlite's, tests/common) (tests/recipe_oracle.rs), written
 -- independently of the recipe: the statistics are computed here in SQL.
 -- Only events wholly inside [:lo, :hi] (the test sets both; the full range when unfiltered).
 -- Ranges (event types 59/70 push-pop, 60/71 start-end) with an end, grouped by style and

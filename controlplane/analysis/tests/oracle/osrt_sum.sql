@@ -1,4 +1,4 @@
--- Oracle for osrt_sum, run by the sqlite3 CLI (tests/recipe_oracle.rs), written independently
+-- Oracle for osrt_sum, run in current SQLite (rusqlite's, tests/common) (tests/recipe_oracle.rs), written independently
 -- of the recipe: the statistics are computed here in SQL.
 -- OS runtime calls (OSRT_API rows of eventClass 27) wholly inside [:lo, :hi], grouped by
 -- nameId and shown by name. pct10, avg10, med10, sd10: rounded values times ten.
@@ -44,4 +44,4 @@ SELECT CAST(round(round(g.total * 100.0 / (SELECT t FROM grand), 1) * 10) AS INT
                         END, 1) * 10) AS INTEGER) AS sd10,
        g.name AS name
 FROM g JOIN med USING (nid) JOIN dev USING (nid)
-ORDER BY g.total DESC, g.num DESC, g.name ASC, g.nid ASC;
+ORDER BY g.total DESC, g.nid ASC;

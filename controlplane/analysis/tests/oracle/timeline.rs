@@ -1,6 +1,6 @@
 //! Correctness of the GPU timeline recipes (`cuda_gpu_kern_hist`, `gpu_time_util`,
 //! `gpu_gaps`) on every real nsys export: each recipe's table must equal its oracle
-//! (tests/oracle/<recipe>.sql, run by the sqlite3 CLI) row by row, integers equal and every
+//! (tests/oracle/<recipe>.sql, run in current SQLite) row by row, integers equal and every
 //! rounded value exactly the double nearest to the oracle's, unfiltered, with `--filter-time`
 //! (the middle half of the report's kernel span), in other time units and with other
 //! arguments. Included in recipe_oracle.rs.

@@ -50,6 +50,7 @@ fn api_sum(report: &dyn Report, args: &[(String, String)]) -> Result<Output, Str
         count_header: "Num Calls",
         labels: &["Name"],
         tie_order: &[0],
+        ties: nsight_recipe_sdk::Ties::Id,
         unit: args.time_unit()?,
     };
     let mut out = Output::default();

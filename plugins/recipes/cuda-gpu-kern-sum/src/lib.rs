@@ -69,6 +69,7 @@ fn kern_sum(report: &dyn Report, args: &[(String, String)]) -> Result<Output, St
         count_header: "Instances",
         labels: &["Name"],
         tie_order: &[0],
+        ties: nsight_recipe_sdk::Ties::CountThenLabels,
         unit: args.time_unit()?,
     };
     let mut out = Output::default();

@@ -25,6 +25,7 @@ const SPEC: SizeSummarySpec = SizeSummarySpec {
     count_header: "Count",
     labels: &["Operation"],
     tie_order: &[0],
+    ties: nsight_recipe_sdk::Ties::Labels,
 };
 
 impl Guest for MemSizeSum {

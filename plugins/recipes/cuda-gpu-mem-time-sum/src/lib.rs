@@ -45,6 +45,7 @@ fn mem_time_sum(report: &dyn Report, args: &[(String, String)]) -> Result<Output
         count_header: "Count",
         labels: &["Operation"],
         tie_order: &[0],
+        ties: nsight_recipe_sdk::Ties::Labels,
         unit: args.time_unit()?,
     };
     let mut out = Output::default();

@@ -37,6 +37,7 @@ pub fn kernel_summary(report: &dyn Report, args: &Args) -> Result<Output, String
         count_header: "Instances",
         labels: &["Name"],
         tie_order: &[0],
+        ties: nsight_recipe_sdk::Ties::CountThenLabels,
         unit: TimeUnit::Nsec,
     };
     let mut out = Output::default();

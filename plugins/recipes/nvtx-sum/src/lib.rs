@@ -49,6 +49,7 @@ fn nvtx_sum(report: &dyn Report, args: &[(String, String)]) -> Result<Output, St
         count_header: "Instances",
         labels: &["Style", "Range"],
         tie_order: &[1, 0],
+        ties: nsight_recipe_sdk::Ties::CountDescThenLabels,
         unit: args.time_unit()?,
     };
     let mut out = Output::default();
