@@ -111,6 +111,28 @@ pub fn helm(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The real `nsight-operator` binary parses a rendered container's arguments (unknown flags and
+/// bad values are errors); panics naming the container otherwise.
+pub fn assert_operator_accepts(container: &Value) {
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .expect("the container has args")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let out = Command::new(crate::bin("nsight-operator"))
+        .args(&args)
+        .arg("--help")
+        .output()
+        .expect("run nsight-operator");
+    assert!(
+        out.status.success(),
+        "nsight-operator rejects the chart's {} arguments {args:?}:\n{}",
+        container["name"],
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The documents of a YAML stream (`helm template` output) as JSON, empty ones left out.
 pub fn yaml_documents(text: &str) -> Vec<Value> {
     let mut docs = vec![String::new()];

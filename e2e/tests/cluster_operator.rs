@@ -104,7 +104,7 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
     let (http_port, storage_port) = free_ports();
     let values_file = dir.path().join("values.yaml");
     std::fs::write(&values_file, values("ClusterIP", storage_port)).expect("values");
-    let _release = Release {
+    let installed = Release {
         helm: helm_bin(),
         kubeconfig: kubeconfig.clone(),
         name: release.clone(),
@@ -472,19 +472,7 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
     // 9. helm upgrade with changed values: the gateway becomes a NodePort Service. autoconfigure
     //    again: the helper of the port-forward is stopped, the URL is the node's address.
     let forwarded = format!("127.0.0.1:{http_port}");
-    std::fs::write(&values_file, values("NodePort", storage_port)).expect("values");
-    helm_on(
-        &kubeconfig,
-        &[
-            "upgrade",
-            &release,
-            chart_dir().to_str().expect("chart path"),
-            "-n",
-            &sys,
-            "-f",
-            values_file.to_str().expect("values path"),
-        ],
-    );
+    installed.apply(&c, "upgrade", &values("NodePort", storage_port));
     let node_port = wait_for(Duration::from_secs(60), || {
         let (_, svc) = c.request(
             "GET",
@@ -510,7 +498,13 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
         std::net::TcpStream::connect(&forwarded).is_err(),
         "the port-forward helper still listens on {forwarded}"
     );
-    let status = cli.json(&["status"]);
+    // kube-proxy programs the new node port shortly after the Service changed (CI once saw
+    // "connection refused" right after autoconfigure).
+    let status = wait_for(Duration::from_secs(60), || {
+        let (code, out, _) = cli.run(&["--output", "json", "status"]);
+        (code == 0).then(|| serde_json::from_str::<Value>(&out).expect("JSON status"))
+    })
+    .unwrap_or_else(|| panic!("status through the node port: {:?}", cli.run(&["status"])));
     assert!(status["agentCounts"].is_object(), "{status}");
 
     // 10. helm uninstall leaves nothing of the release behind (the CRDs stay, as Helm keeps

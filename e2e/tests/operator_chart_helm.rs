@@ -13,10 +13,10 @@
     reason = "tests"
 )]
 
-use std::{path::PathBuf, process::Command};
+use std::path::PathBuf;
 
 use nsight_e2e::{
-    kube::{chart_dir, helm, yaml_documents, Kube},
+    kube::{assert_operator_accepts, chart_dir, helm, yaml_documents, Kube},
     TempDir,
 };
 use serde_json::{json, Value};
@@ -72,27 +72,6 @@ fn submit(kube: &Kube, docs: &[Value], dry_run: bool) {
             doc["kind"], doc["metadata"]["name"]
         );
     }
-}
-
-/// The real binary parses the rendered arguments (unknown flags and bad values are errors).
-fn binary_accepts(container: &Value) {
-    let args: Vec<&str> = container["args"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap())
-        .collect();
-    let out = Command::new(nsight_e2e::bin("nsight-operator"))
-        .args(&args)
-        .arg("--help")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "nsight-operator rejects the chart's {} arguments {args:?}:\n{}",
-        container["name"],
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 fn containers(deployment: &Value) -> &Vec<Value> {
@@ -172,7 +151,7 @@ fn the_chart_lints_renders_and_is_accepted_by_the_api_server() {
         "nsight-nsight-operator"
     );
     for container in containers(&deployment) {
-        binary_accepts(container);
+        assert_operator_accepts(container);
     }
     // The cluster-wide node setting reaches the manager (the default: perf_event_paranoid 2).
     assert!(
@@ -228,7 +207,7 @@ fn the_chart_lints_renders_and_is_accepted_by_the_api_server() {
     let args = containers(deployment)[0]["args"].to_string();
     assert!(args.contains("--namespace=team-a") && !args.contains("--leader-elect"));
     assert!(args.contains("--machine-config=null"), "{args}");
-    binary_accepts(&containers(deployment)[0]);
+    assert_operator_accepts(&containers(deployment)[0]);
     submit(&kube, &docs, true);
 
     // Overrides from a values file: image, pull secrets, scheduling, webhook CA and coordinator.
@@ -281,7 +260,7 @@ fn the_chart_lints_renders_and_is_accepted_by_the_api_server() {
         containers(deployment)[0]["args"]
     );
     for container in containers(deployment) {
-        binary_accepts(container);
+        assert_operator_accepts(container);
     }
     submit(&kube, &docs, true);
 }

@@ -446,32 +446,35 @@ fn filter_files(dist: &Path) -> Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-/// The UI build's files (`dist/ui`).
+/// The UI build's files (`dist/ui`), with its index.html.
 fn ui_files(dist: &Path) -> Result<Vec<PathBuf>> {
-    let dir = dist.join("ui");
-    let mut files: Vec<PathBuf> = fs::read_dir(&dir)
-        .with_context(|| {
-            format!(
-                "{} is missing: `cargo xtask build-wasm` builds it",
-                dir.display()
-            )
-        })?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.is_file())
-        .collect();
-    files.sort();
+    let files = dist_files(dist, "ui", |p| p.is_file())?;
     if !files.iter().any(|f| f.ends_with("index.html")) {
         bail!(
             "no index.html in {}: `cargo xtask build-wasm`",
-            dir.display()
+            dist.join("ui").display()
         );
     }
     Ok(files)
 }
 
+/// The recipe components (`dist/recipes/*.wasm`), at least one.
 fn recipe_files(dist: &Path) -> Result<Vec<PathBuf>> {
-    let dir = dist.join("recipes");
+    let files = dist_files(dist, "recipes", |p| {
+        p.extension().is_some_and(|e| e == "wasm")
+    })?;
+    if files.is_empty() {
+        bail!(
+            "no recipe components in {}: `cargo xtask build-wasm`",
+            dist.join("recipes").display()
+        );
+    }
+    Ok(files)
+}
+
+/// The files of `dist/<sub>` that `keep` accepts, sorted.
+fn dist_files(dist: &Path, sub: &str, keep: impl Fn(&Path) -> bool) -> Result<Vec<PathBuf>> {
+    let dir = dist.join(sub);
     let mut files: Vec<PathBuf> = fs::read_dir(&dir)
         .with_context(|| {
             format!(
@@ -481,14 +484,8 @@ fn recipe_files(dist: &Path) -> Result<Vec<PathBuf>> {
         })?
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "wasm"))
+        .filter(|p| keep(p))
         .collect();
     files.sort();
-    if files.is_empty() {
-        bail!(
-            "no recipe components in {}: `cargo xtask build-wasm`",
-            dir.display()
-        );
-    }
     Ok(files)
 }
