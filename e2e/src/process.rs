@@ -1,4 +1,6 @@
 //! Child processes that die with the test: a guard that kills on drop and keeps the log path.
+//! Each child leads a process group of its own, and dropping the guard kills the whole group,
+//! so what it started (an agent's target, a platform's servers) does not outlive the test.
 
 use std::{
     path::{Path, PathBuf},
@@ -19,12 +21,15 @@ impl Running {
     pub fn spawn(name: &str, mut cmd: Command, log: &Path) -> Self {
         let out = std::fs::File::create(log).expect("create process log");
         let err = out.try_clone().expect("clone log handle");
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {name} ({:?}): {e}", cmd.get_program()));
+        let child = {
+            use std::os::unix::process::CommandExt as _;
+            cmd.process_group(0)
+        }
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {name} ({:?}): {e}", cmd.get_program()));
         Self {
             name: name.into(),
             child,
@@ -65,6 +70,12 @@ impl Running {
 
 impl Drop for Running {
     fn drop(&mut self) {
+        if let Some(group) = i32::try_from(self.child.id())
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+        {
+            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
