@@ -42,6 +42,23 @@ pub fn nvtx_include() -> PathBuf {
         })
 }
 
+/// The CUDA 13 headers and libraries the setup venv carries (PyPI `nvidia-cuda-cupti` and
+/// `nvidia-cuda-runtime`: `nvidia/cu13/{include,lib}`): CUPTI's headers, `cuda.h`, libcupti.
+pub fn cuda13_dir() -> PathBuf {
+    let lib = cache_dir().join("venv/lib");
+    let entries = std::fs::read_dir(&lib).expect("read the venv's lib dir");
+    entries
+        .filter_map(Result::ok)
+        .map(|e| e.path().join("site-packages/nvidia/cu13"))
+        .find(|p| p.join("include/cupti_activity.h").exists())
+        .unwrap_or_else(|| {
+            panic!(
+                "no CUPTI headers (nvidia/cu13/include) under {}: run `cargo xtask setup python`",
+                lib.display()
+            )
+        })
+}
+
 /// Compiles one C file against the NVTX headers (`gcc -O2 ... -ldl`) into `out`.
 pub fn gcc_nvtx(source: &str, out: &Path) {
     let src = out.with_extension("c");

@@ -94,6 +94,9 @@ pub struct Dump {
     pub strings: Vec<RegisteredString>,
     pub thread_names: Vec<ThreadName>,
     pub events: Vec<Event>,
+    /// GPU activity from CUPTI (`--backend cupti`), when the process used CUDA with it on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda: Option<crate::cuda::CudaActivity>,
 }
 
 impl Dump {

@@ -476,7 +476,7 @@ fn process_name() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
-fn init_recorder() {
+pub(crate) fn init_recorder() {
     let mut fresh = false;
     let recorder = RECORDER.get_or_init(|| {
         fresh = true;
@@ -501,18 +501,32 @@ fn init_recorder() {
     }
 }
 
+/// Whether a collection window is open.
+pub(crate) fn is_recording() -> bool {
+    RECORDER.get().is_some_and(Recorder::is_recording)
+}
+
+/// Closes the window: GPU records first (CUPTI flushed), then the NVTX events and the dump.
+fn stop_and_dump(r: &Recorder) -> crate::dump::Dump {
+    crate::cupti::ffi::before_stop(false);
+    let mut dump = r.stop(now(), os_thread_name);
+    dump.cuda = crate::cupti::ffi::take(dump.window.start_ns, dump.window.end_ns);
+    dump
+}
+
 struct Control;
 
 impl Handler for Control {
     fn start(&self) {
         if let Some(r) = RECORDER.get() {
             r.start(now(), utc_now());
+            crate::cupti::ffi::on_start();
         }
     }
 
     fn stop(&self, path: &Path) -> Result<(), String> {
         let r = RECORDER.get().ok_or("the recorder is not initialised")?;
-        r.stop(now(), os_thread_name)
+        stop_and_dump(r)
             .write(path)
             .map_err(|e| format!("writing {}: {e}", path.display()))
     }
@@ -542,7 +556,7 @@ extern "C" fn dump_at_exit() {
             .map(PathBuf::from)
             .unwrap_or_else(std::env::temp_dir);
         let path = dir.join(crate::exit_dump_name(r.pid()));
-        if let Err(e) = r.stop(now(), os_thread_name).write(&path) {
+        if let Err(e) = stop_and_dump(r).write(&path) {
             eprintln!(
                 "nsight-nvtx: cannot write the NVTX dump {}: {e}",
                 path.display()

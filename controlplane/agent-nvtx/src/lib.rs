@@ -1,12 +1,14 @@
-//! The NVTX v3 injection library (`libnsight_nvtx.so`) behind the agent's `nvtx` backend, and
-//! the dump format it shares with the agent.
+//! The injection library (`libnsight_nvtx.so`) behind the agent's built-in backends, and the
+//! dump format it shares with the agent: NVTX v3 ranges (`nvtx`) and, through CUPTI, GPU
+//! kernels, copies, sets and CUDA API calls (`cupti`, see [`cupti`]).
 //!
 //! ```text
 //!  app --nvtxRangePush..--> NVTX (in the app) --callback tables--> ffi --> recorder (per-thread logs)
 //!  agent <--unix socket (control)--> control thread: HELLO / START / STOP <path> --> dump::Dump (JSON)
 //! ```
 //! NVTX loads the library named by `NVTX_INJECTION64_PATH` on the first NVTX call and calls
-//! `InitializeInjectionNvtx2`; [`ffi`] fills the callback tables. Nothing here opens SQLite or
+//! `InitializeInjectionNvtx2`; [`ffi`] fills the callback tables. The CUDA driver loads the same
+//! library by `CUDA_INJECTION64_PATH` and calls `InitializeInjection` ([`cupti`]). Nothing here opens SQLite or
 //! talks to the coordinator: the agent turns dumps into reports.
 //!
 //! Environment (set by the agent):
@@ -17,6 +19,8 @@
 //! - `NSIGHT_NVTX_DUMP_DIR`: where a process still recording at exit writes `<pid>.exit.json`.
 
 pub mod control;
+pub mod cuda;
+pub mod cupti;
 pub mod dump;
 mod ffi;
 pub mod recorder;

@@ -346,6 +346,7 @@ impl Recorder {
             })
             .collect();
         Dump {
+            cuda: None,
             pid: self.pid,
             process_name: self.process_name.clone(),
             window: Window {

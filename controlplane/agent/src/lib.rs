@@ -8,11 +8,13 @@
 //!  target processes <──unix socket──> nvtx::ControlServer ──dumps──> report ──> publish (storage)
 //! ```
 //! [`channel`] is the coordinator client (reconnects with backoff, resumes what it was doing);
-//! backends plug in through [`channel::Backend`]. [`run`] is `nsight-agent run`; [`nvtx`] talks
-//! to the injected processes; [`report`] writes the SQLite export (pure over a connection);
+//! backends plug in through [`channel::Backend`]. [`run`] is `nsight-agent run`; [`capture`]
+//! chooses what the injection library records (NVTX, CUPTI GPU activity); [`nvtx`] talks to the
+//! injected processes; [`report`] writes the SQLite export (pure over a connection);
 //! [`publish`] names and uploads reports; [`nsys`] is the nsys backend's command lines and state
 //! machine, [`nsys_run`] runs them; [`preflight`] the diagnostics sent at registration.
 
+pub mod capture;
 pub mod channel;
 pub mod init;
 pub mod nsys;

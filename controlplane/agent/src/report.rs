@@ -1,5 +1,6 @@
-//! Turns one process's NVTX dump into a report in the Nsight Systems SQLite export schema, so
-//! that recipes and SQL written for `nsys export --type sqlite` run on it unchanged. Owns the
+//! Turns one process's dump (NVTX events, and GPU activity from CUPTI in [`cuda`]) into a report
+//! in the Nsight Systems SQLite export schema, so that recipes and SQL written for `nsys export
+//! --type sqlite` run on it unchanged. Owns the
 //! tables and their column sets (copied from real nsys 2026.2 exports); touches nothing but the
 //! connection it is given.
 //!
@@ -196,6 +197,9 @@ pub fn write(conn: &mut Connection, dump: &Dump, meta: &ReportMeta) -> Result<()
             next_string += 1;
         }
     }
+    if let Some(cuda) = &dump.cuda {
+        cuda::write(&tx, dump.pid, cuda, &mut next_string).map_err(ReportError::Write)?;
+    }
     {
         let mut insert = tx
             .prepare(
@@ -289,6 +293,19 @@ pub fn write(conn: &mut Connection, dump: &Dump, meta: &ReportMeta) -> Result<()
         ("EXPORT_PARAM_OUTPUT_FILE", &meta.output_file),
         ("EXPORT_PARAM_TIME_NORMALIZE", "false"),
     ];
+    let dropped;
+    let mut metadata = metadata.to_vec();
+    if let Some(cuda) = &dump.cuda {
+        metadata[0].1 = "Nsight Operator (Rust) nvtx+cupti backend";
+        dropped = cuda.dropped.to_string();
+        metadata.push(("NSIGHT_CUPTI_DROPPED_RECORDS", &dropped));
+        if !cuda.cupti.is_empty() {
+            metadata.push(("NSIGHT_CUPTI_LIBRARY", &cuda.cupti));
+        }
+        if let Some(why) = &cuda.unavailable {
+            metadata.push(("NSIGHT_CUPTI_UNAVAILABLE", why));
+        }
+    }
     for (name, value) in metadata {
         tx.execute(
             "INSERT INTO META_DATA_EXPORT (name, value) VALUES (?1, ?2)",
@@ -298,6 +315,9 @@ pub fn write(conn: &mut Connection, dump: &Dump, meta: &ReportMeta) -> Result<()
     }
     tx.commit().map_err(ReportError::Write)
 }
+
+mod cuda;
+pub use cuda::{kernel_names, nsys_memory_kind};
 
 #[cfg(test)]
 mod tests;

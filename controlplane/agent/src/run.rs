@@ -65,8 +65,9 @@ pub struct RunOptions {
 /// Which profiler runs the target.
 #[derive(Debug)]
 pub enum BackendKind {
-    /// The built-in NVTX capture, with the injection library (`libnsight_nvtx.so`).
-    Nvtx(PathBuf),
+    /// The built-in capture (NVTX, CUPTI or both), with the injection library
+    /// (`libnsight_nvtx.so`).
+    Nvtx(crate::capture::Injection),
     /// Nsight Systems, with these command lines.
     Nsys(NsysCommands),
 }
@@ -171,9 +172,9 @@ pub async fn run(options: RunOptions, publisher: Publisher) -> anyhow::Result<i3
     }
     std::fs::create_dir_all(&options.work_dir)?;
     match &options.backend {
-        BackendKind::Nvtx(lib) => {
-            let lib = lib.clone();
-            run_nvtx(options, &lib, publisher).await
+        BackendKind::Nvtx(injection) => {
+            let injection = injection.clone();
+            run_nvtx(options, &injection, publisher).await
         }
         BackendKind::Nsys(commands) => {
             let commands = commands.clone();
@@ -262,7 +263,7 @@ async fn run_nsys(
 /// The `nvtx` backend: the target with the injection library.
 async fn run_nvtx(
     options: RunOptions,
-    nvtx_lib: &std::path::Path,
+    injection: &crate::capture::Injection,
     publisher: Publisher,
 ) -> anyhow::Result<i32> {
     let program = &options.argv[0];
@@ -272,7 +273,7 @@ async fn run_nvtx(
     )?;
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(&options.argv[1..])
-        .env("NVTX_INJECTION64_PATH", nvtx_lib)
+        .envs(crate::capture::environment(injection))
         .env(nsight_nvtx::ENV_CONTROL, server.socket())
         .env(nsight_nvtx::ENV_DUMP_DIR, server.dump_dir())
         .env(ENV_AGENT_ACTIVE, "1");

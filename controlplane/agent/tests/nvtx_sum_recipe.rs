@@ -32,6 +32,7 @@ fn nvtx_sum_summarises_an_agent_report() {
     let mut se = range(100, 400, Some("io"), None, 0);
     se.kind = EventKind::StartEnd;
     let dump = Dump {
+        cuda: None,
         pid: 10,
         process_name: "app".into(),
         window: Window {

@@ -51,6 +51,11 @@ const PYTHON_REQUIREMENTS: &[&str] = &[
     // headers (nvidia/nvtx/include) that the C test program is compiled against.
     "nvtx==0.2.13",
     "nvidia-nvtx-cu12==12.9.79",
+    // CUPTI's headers and library (nvidia/cu13/{include,lib}) and the CUDA runtime headers
+    // beside them: the agent's CUPTI record layouts are checked against these headers, and the
+    // injection library loads this libcupti in a process with no GPU (e2e/tests/agent_cupti.rs).
+    "nvidia-cuda-cupti==13.0.85",
+    "nvidia-cuda-runtime==13.0.96",
     // Validates the analysis service's notebooks (nbformat 4) in its tests.
     "nbformat==5.10.4",
     // The pandas baseline of `cargo xtask bench recipes`.

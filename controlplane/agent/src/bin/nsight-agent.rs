@@ -7,6 +7,7 @@ use std::{path::PathBuf, time::Duration};
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 use nsight_agent::{
+    capture::{self, Capture, Injection},
     channel::{self, AgentConfig, TlsSource},
     nsys::{split_tool_args, NsysCommands},
     nsys_run,
@@ -100,7 +101,16 @@ enum ModeArg {
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum BackendArg {
+    /// NVTX, and GPU activity through CUPTI where the container sees a GPU.
+    Auto,
+    /// NVTX ranges (built in).
     Nvtx,
+    /// GPU kernels, copies, sets and CUDA API calls through CUPTI (built in).
+    Cupti,
+    /// Both built-in recorders.
+    #[value(name = "nvtx+cupti")]
+    NvtxCupti,
+    /// Nsight Systems.
     Nsys,
 }
 
@@ -116,7 +126,7 @@ struct RunArgs {
     /// Launch mode: stop collecting after this many seconds (the program keeps running).
     #[arg(long)]
     duration: Option<u64>,
-    #[arg(long, value_enum, env = "NSIGHT_AGENT_BACKEND", default_value = "nvtx")]
+    #[arg(long, value_enum, env = "NSIGHT_AGENT_BACKEND", default_value = "auto")]
     backend: BackendArg,
     /// The coordinator's agent channel, e.g. https://coordinator:8081.
     #[arg(long, env = "NSIGHT_COORDINATOR_URL")]
@@ -152,6 +162,10 @@ struct RunArgs {
     /// The NVTX injection library (default: libnsight_nvtx.so beside this binary).
     #[arg(long, env = "NSIGHT_NVTX_LIB")]
     nvtx_lib: Option<PathBuf>,
+    /// The libcupti for the cupti backend (default: the program's own CUDA, $CUDA_HOME or
+    /// /usr/local/cuda).
+    #[arg(long, env = "NSIGHT_CUPTI_LIB")]
+    cupti_lib: Option<PathBuf>,
     #[arg(long, env = "NSIGHT_NAMESPACE", default_value = "local")]
     namespace: String,
     /// The pod's name (default: the host name).
@@ -195,11 +209,24 @@ fn store(args: &RunArgs) -> anyhow::Result<(Store, Option<PathBuf>)> {
 }
 
 async fn run_command(args: RunArgs) -> anyhow::Result<i32> {
-    let backend = match args.backend {
-        BackendArg::Nvtx => "nvtx",
-        BackendArg::Nsys => "nsys",
+    let gpu = capture::gpu_present();
+    let built_in = match args.backend {
+        BackendArg::Auto => Capture::choose("auto", gpu),
+        BackendArg::Nvtx => Capture::choose("nvtx", gpu),
+        BackendArg::Cupti => Capture::choose("cupti", gpu),
+        BackendArg::NvtxCupti => Capture::choose("nvtx+cupti", gpu),
+        BackendArg::Nsys => None,
     };
-    let diagnostics = preflight::diagnose(&Facts::gather(backend));
+    let backend = built_in.map_or("nsys", Capture::name);
+    let mut diagnostics = preflight::diagnose(&Facts::gather(backend));
+    if let Some(c) = built_in {
+        let cupti = capture::find_cupti(
+            args.cupti_lib.as_deref(),
+            std::env::var("CUDA_HOME").ok().as_deref(),
+            std::env::var("LD_LIBRARY_PATH").ok().as_deref(),
+        );
+        diagnostics.extend(capture::diagnose(c, gpu, cupti.as_deref()));
+    }
     for d in &diagnostics {
         tracing::warn!("preflight: {d}");
     }
@@ -209,7 +236,7 @@ async fn run_command(args: RunArgs) -> anyhow::Result<i32> {
             nsys_run::locate(args.nsys.as_deref(), std::env::var_os("PATH").as_deref())
                 .map_err(anyhow::Error::msg)?,
         ),
-        BackendArg::Nvtx => None,
+        _ => None,
     };
     let work_dir = args.work_dir.clone().unwrap_or_else(|| {
         std::env::temp_dir().join(format!("nsight-agent-{}", std::process::id()))
@@ -254,7 +281,11 @@ async fn run_command(args: RunArgs) -> anyhow::Result<i32> {
                 "the NVTX injection library {} does not exist: set --nvtx-lib or NSIGHT_NVTX_LIB",
                 nvtx_lib.display()
             );
-            BackendKind::Nvtx(nvtx_lib)
+            BackendKind::Nvtx(Injection {
+                lib: nvtx_lib,
+                capture: built_in.unwrap_or(Capture::NVTX),
+                cupti_lib: args.cupti_lib.clone(),
+            })
         }
     };
     let pod = args.pod.clone().unwrap_or_else(hostname);

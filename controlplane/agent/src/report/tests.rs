@@ -34,6 +34,7 @@ fn sample() -> Dump {
     se.range_id = Some(77);
     se.end_tid = Some(102);
     Dump {
+        cuda: None,
         pid: 100,
         process_name: "app".into(),
         window: Window {
