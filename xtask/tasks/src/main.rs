@@ -19,6 +19,7 @@ mod cmd;
 mod codegen;
 mod codegen_crds;
 mod demo;
+mod gpu_check;
 mod image;
 mod image_oci;
 mod paths;
@@ -51,6 +52,9 @@ tasks:
                the operator image (binary + /plugins filters); built when docker/podman answers
   cluster up|down|status|import
                a real one-node Kubernetes on this machine (root; images from `image all`)
+  gpu-check bundle | fixtures RESULTS.tar.gz
+               the GPU check: a bundle for a machine with an NVIDIA GPU (run its gpu-check.sh
+               there), then its results as test fixtures (see docs/agent.md)
   env          print the environment the tests use (source it to run `cargo test` by hand)
 ";
 
@@ -68,6 +72,7 @@ fn main() -> Result<()> {
         "codegen" => codegen::write(&layout),
         "bench" => bench::run(&layout, &args[1..]),
         "demo" => demo::run(&layout, &args[1..]),
+        "gpu-check" => gpu_check::run(&layout, &args[1..]),
         "image" => image::run(&layout, &args[1..]),
         "cluster" => cluster::run(&args[1..]),
         "env" => {

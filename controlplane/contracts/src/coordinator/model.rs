@@ -321,15 +321,35 @@ pub enum Backend {
     Nsys,
     /// Lightweight NVTX range collection.
     Nvtx,
+    /// GPU kernels, copies and CUDA API calls through CUPTI (built in, no nsys).
+    Cupti,
+    /// NVTX ranges and GPU activity through CUPTI (built in).
+    #[serde(rename = "nvtx+cupti")]
+    NvtxCupti,
 }
 
 impl Backend {
+    /// Every backend, in the order of [`Backend::as_str`]'s names.
+    pub const ALL: [Backend; 4] = [
+        Backend::Nsys,
+        Backend::Nvtx,
+        Backend::Cupti,
+        Backend::NvtxCupti,
+    ];
+
     /// The backend's name as serialized.
     pub fn as_str(self) -> &'static str {
         match self {
             Backend::Nsys => "nsys",
             Backend::Nvtx => "nvtx",
+            Backend::Cupti => "cupti",
+            Backend::NvtxCupti => "nvtx+cupti",
         }
+    }
+
+    /// The backend named `name` (as [`Backend::as_str`] spells it).
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|b| b.as_str() == name)
     }
 }
 
@@ -527,5 +547,20 @@ impl AgentOutcome {
             AgentOutcome::Failed { reason } => Some(reason),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Backend;
+
+    #[test]
+    fn backends_round_trip_by_the_names_agents_register_with() {
+        for b in Backend::ALL {
+            assert_eq!(Backend::parse(b.as_str()), Some(b));
+            let json = serde_json::to_string(&b).unwrap_or_default();
+            assert_eq!(json, format!("\"{}\"", b.as_str()));
+        }
+        assert_eq!(Backend::parse("gpu"), None);
     }
 }

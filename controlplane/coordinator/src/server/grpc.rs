@@ -60,11 +60,14 @@ fn agent_info(reg: Register) -> Result<AgentInfo, String> {
     } else {
         Tag::parse(&reg.tag).map_err(|e| e.to_string())?
     };
-    let backend = match reg.backend.as_str() {
-        "nsys" => Backend::Nsys,
-        "nvtx" => Backend::Nvtx,
-        other => return Err(format!("unknown backend `{other}` (expected nsys or nvtx)")),
-    };
+    let backend = Backend::parse(&reg.backend).ok_or_else(|| {
+        let known: Vec<&str> = Backend::ALL.iter().map(|b| b.as_str()).collect();
+        format!(
+            "unknown backend `{}` (expected one of {})",
+            reg.backend,
+            known.join(", ")
+        )
+    })?;
     if id.pod.is_empty() || id.process_name.is_empty() {
         return Err("identity needs at least a pod and a process name".into());
     }
