@@ -119,14 +119,24 @@ fn load() -> Result<(Cupti, *mut c_void), String> {
         None => super::candidates(std::env::var("CUDA_HOME").ok().as_deref()),
     };
     let mut errors = Vec::new();
-    let mut found = None;
-    for name in &names {
-        match open(name, libc::RTLD_NOW | libc::RTLD_LOCAL) {
-            Ok(h) => {
-                found = Some((name.clone(), h));
-                break;
+    // A CUPTI the process already loaded (PyTorch links its own) comes first: two copies of
+    // CUPTI in one process would both drive the same driver interfaces.
+    let mut found = ["libcupti.so.13", "libcupti.so.12", "libcupti.so"]
+        .iter()
+        .find_map(|name| {
+            open(name, libc::RTLD_NOW | libc::RTLD_NOLOAD)
+                .ok()
+                .map(|h| (format!("{name} (already loaded)"), h))
+        });
+    if found.is_none() {
+        for name in &names {
+            match open(name, libc::RTLD_NOW | libc::RTLD_LOCAL) {
+                Ok(h) => {
+                    found = Some((name.clone(), h));
+                    break;
+                }
+                Err(e) => errors.push(e),
             }
-            Err(e) => errors.push(e),
         }
     }
     let Some((path, h)) = found else {
