@@ -157,7 +157,7 @@ mod tests {
         let bad = ready(&spec(&[("typo", "--cpuctxs=none", true)]));
         assert!(event_due(None, &bad));
         let now = Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
-        let recorded = conditions::applied_with(None, 0, &[bad.clone()], Some(1), &now);
+        let recorded = conditions::applied_with(None, 0, std::slice::from_ref(&bad), Some(1), &now);
         assert!(!event_due(Some(&recorded), &bad), "already in the status");
         let other = ready(&spec(&[("typo", "--bogus=1", true)]));
         assert!(event_due(Some(&recorded), &other), "a different refusal");
