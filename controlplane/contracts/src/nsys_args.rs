@@ -101,8 +101,8 @@ pub const OPTIONS: &[NsysOption] = &[
     opt("cuda-trace-scope", None, LAUNCH),
     opt("cudabacktrace", None, LAUNCH),
     opt("env-var", Some('e'), LAUNCH),
-    opt("wait", Some('w'), LAUNCH),
-    opt("show-output", None, LAUNCH),
+    opt("wait", None, LAUNCH),
+    opt("show-output", Some('w'), LAUNCH),
     opt("inherit-environment", Some('n'), LAUNCH),
     opt("run-as", None, LAUNCH),
     opt("trace-fork-before-exec", None, LAUNCH),
@@ -157,13 +157,14 @@ pub const OPTIONS: &[NsysOption] = &[
     opt("resolve-symbols", None, START),
     opt("stats", None, START),
     opt("export", None, START),
+    // The User Guide's interactive example: `nsys start --stop-on-exit=false`.
+    opt("stop-on-exit", Some('x'), START),
     owned("output", Some('o'), START),
     owned("force-overwrite", Some('f'), START),
     // profile only.
     opt("duration", Some('d'), PROFILE),
     opt("delay", Some('y'), PROFILE),
     opt("kill", None, PROFILE),
-    opt("stop-on-exit", Some('x'), PROFILE),
     // The interactive session: the agent names it.
     owned("session", None, BOTH),
     owned("session-new", None, LAUNCH),

@@ -17,7 +17,9 @@ fn launch_options_go_to_launch_and_profile_only() {
         "--env-var=A=1",
         "-e A=1",
         "--wait=primary",
-        "-w all",
+        "--wait all",
+        "-w true",
+        "--show-output=false",
         "--pytorch=autograd-nvtx",
         "--python-sampling=true",
         "--nvtx-domain-include=a,b",
@@ -49,6 +51,8 @@ fn collection_options_go_to_start_and_profile_only() {
         "--export=sqlite",
         "--sampling-frequency=1000",
         "--ftrace=drm/drm_vblank_event",
+        "--stop-on-exit=false",
+        "-x true",
     ] {
         let s = split(&v(args)).unwrap();
         assert!(s.launch.is_empty(), "{args}");
@@ -65,7 +69,6 @@ fn profile_only_options_go_to_profile_and_are_refused_in_coordinator_mode() {
         ("-d30", "-d"),
         ("--delay 5", "--delay"),
         ("--kill=none", "--kill"),
-        ("-x true", "-x"),
     ] {
         let s = split(&v(args)).unwrap();
         assert!(s.launch.is_empty() && s.start.is_empty(), "{args}");
@@ -185,6 +188,7 @@ fn the_table_has_each_name_once_and_every_option_somewhere() {
     assert_eq!(by_short('t').unwrap().long, "trace");
     assert_eq!(by_short('s').unwrap().long, "sample");
     assert_eq!(by_short('d').unwrap().long, "duration");
+    assert_eq!(by_short('w').unwrap().long, "show-output");
 }
 
 #[test]
