@@ -304,45 +304,39 @@ fn name_of(p: &Parsed<'_>) -> String {
     }
 }
 
-/// Splits `args` (one word per element, as `split_tool_args` gives them) by command. Refuses
-/// an unknown option, a missing value, a stray word and an option the agent sets itself; a
+/// Splits `args` (one word per element, as [`words`] gives them) by command. Refuses an
+/// unknown option, a missing value, a stray word and an option the agent sets itself; a
 /// `profile`-only option goes to `profile` alone (see [`check`] for coordinator mode).
 pub fn split(args: &[String]) -> Result<Split, ArgsError> {
+    check(args, false)
+}
+
+/// Whether the agent can run `args` in this mode, and their [`split`]: in coordinator mode
+/// every option must also go to `launch` or `start`. The first problem, in argument order
+/// (after those that stop the parse: unknown options, missing values, stray words), is the
+/// error.
+pub fn check(args: &[String], coordinator: bool) -> Result<Split, ArgsError> {
+    let parsed = parse(args)?;
     let mut out = Split::default();
-    for p in parse(args)? {
+    for p in &parsed {
+        let accepts = p.option.accepts;
         if p.option.agent_owned {
-            return Err(ArgsError::AgentOwned {
-                option: name_of(&p),
-            });
+            return Err(ArgsError::AgentOwned { option: name_of(p) });
         }
-        if p.option.accepts.launch {
+        if coordinator && !accepts.launch && !accepts.start {
+            return Err(ArgsError::ProfileOnly { option: name_of(p) });
+        }
+        if accepts.launch {
             out.launch.extend(p.words.iter().cloned());
         }
-        if p.option.accepts.start {
+        if accepts.start {
             out.start.extend(p.words.iter().cloned());
         }
-        if p.option.accepts.profile {
+        if accepts.profile {
             out.profile.extend(p.words.iter().cloned());
         }
     }
     Ok(out)
-}
-
-/// Whether the agent can run `args` in this mode: [`split`] succeeds and, in coordinator mode,
-/// every option goes to `launch` or `start`.
-pub fn check(args: &[String], coordinator: bool) -> Result<Split, ArgsError> {
-    let split = split(args)?;
-    if coordinator {
-        if let Some(p) = parse(args)?
-            .into_iter()
-            .find(|p| !p.option.accepts.launch && !p.option.accepts.start)
-        {
-            return Err(ArgsError::ProfileOnly {
-                option: name_of(&p),
-            });
-        }
-    }
-    Ok(split)
 }
 
 /// Splits `nsightToolArgs` as given in the config (whitespace-separated; quotes group), the

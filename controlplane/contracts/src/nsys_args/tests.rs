@@ -101,6 +101,22 @@ fn the_issue_s_arguments_split_in_order() {
 }
 
 #[test]
+fn the_first_problem_in_argument_order_is_reported() {
+    assert_eq!(
+        check(&v("-t nvtx --duration=3 --output=x"), true).unwrap_err(),
+        ArgsError::ProfileOnly {
+            option: "--duration".into()
+        }
+    );
+    assert_eq!(
+        check(&v("-t nvtx --output=x --duration=3"), true).unwrap_err(),
+        ArgsError::AgentOwned {
+            option: "--output".into()
+        }
+    );
+}
+
+#[test]
 fn options_the_agent_sets_are_refused() {
     for (args, name) in [
         ("--output=/tmp/x", "--output"),
