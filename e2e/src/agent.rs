@@ -165,13 +165,17 @@ pub fn range_summary(db: &Path) -> Vec<(String, i64, i64)> {
 /// application (passing SIGTERM/SIGINT on to it, as nsys does) and return its exit code;
 /// `start` remembers `--output`; `stop`, or the
 /// application's exit during a `launch` collection, writes a placeholder `.nsys-rep` there;
-/// `export` copies `sqlite` (a real nsys export) to `--output`.
+/// `export` copies `sqlite` (a real nsys export) to `--output`. Like nsys since 2021.5,
+/// `launch` refuses the collection switches (`--sample`, `--cpuctxsw`, `--backtrace`,
+/// `--capture-range`, `--duration`...) with nsys's own message, and any command can be told
+/// to fail before it starts the application ([`mock_nsys_refuse`]).
 pub fn mock_nsys(dir: &Path, sqlite: &Path) -> PathBuf {
     let script = format!(
         r#"#!/bin/sh
 state={dir}
 echo "$(printf '%s|' "$@")" >> "$state/calls"
 verb=$1; shift
+if [ -f "$state/refuse-$verb" ]; then cat "$state/refuse-$verb" >&2; exit 1; fi
 out=""
 write_report() {{ [ -n "$1" ] && echo "MOCK nsys-rep (not a real report)" > "$1"; }}
 # Like nsys, pass SIGTERM/SIGINT on to the application, so it never outlives the tool.
@@ -181,7 +185,15 @@ case "$verb" in
     while [ "$1" != "--" ]; do case "$1" in --output=*) out=${{1#--output=}};; esac; shift; done
     shift; run_app "$@"; write_report "$out"; exit $code ;;
   launch)
-    while [ "$1" != "--" ]; do shift; done
+    while [ "$1" != "--" ]; do
+      case "$1" in
+        --sample*|-s|--cpuctxsw*|--backtrace*|-b|--capture-range*|-c|--duration*|-d|--output*|--stats*)
+          sw=${{1%%=*}}
+          echo "ERROR: The $sw switch is not supported by the launch command after NVIDIA Nsight Systems v2021.5. The ${{sw#--}} switch can be set on the profile and start commands." >&2
+          exit 1 ;;
+      esac
+      shift
+    done
     shift; run_app "$@"
     if [ -f "$state/current" ]; then write_report "$(cat "$state/current")"; rm -f "$state/current"; fi
     exit $code ;;
@@ -205,6 +217,14 @@ esac
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
         .expect("make the mock nsys executable");
     path
+}
+
+/// Makes the mock nsys at `dir` fail `verb` (`launch`, `profile`, `start`...) before it
+/// starts anything, printing `message` on stderr and exiting 1, as real nsys does when it
+/// refuses its arguments.
+pub fn mock_nsys_refuse(dir: &Path, verb: &str, message: &str) {
+    std::fs::write(dir.join(format!("refuse-{verb}")), format!("{message}\n"))
+        .expect("write the mock nsys refusal");
 }
 
 /// The calls the mock nsys received, each as its argv.

@@ -15,7 +15,7 @@
 use std::{path::Path, process::Command, time::Duration};
 
 use nsight_e2e::{
-    agent::{files_with_ext, mock_nsys, mock_nsys_calls, python, query},
+    agent::{files_with_ext, mock_nsys, mock_nsys_calls, mock_nsys_refuse, python, query},
     bin, http,
     platform::{tls_dir, CoordinatorProcess},
     process::Running,
@@ -135,6 +135,10 @@ fn mock_nsys_launch_mode_profiles_exports_and_uploads_both_files() {
             && rep.ends_with("-1.nsys-rep"),
         "{rep}"
     );
+    // The program goes through the agent's trampoline, which marks that it started.
+    let agent_bin = calls[0][6].clone();
+    assert!(agent_bin.ends_with("/nsight-agent"), "{calls:?}");
+    let marker = work.join("target-started").display().to_string();
     assert_eq!(
         calls[0],
         words(&[
@@ -143,6 +147,10 @@ fn mock_nsys_launch_mode_profiles_exports_and_uploads_both_files() {
             "--force-overwrite=true",
             "--trace=nvtx,osrt",
             "--sample=none",
+            "--",
+            &agent_bin,
+            "exec-marked",
+            &marker,
             "--",
             "sh",
             "-c",
@@ -220,7 +228,14 @@ fn mock_nsys_coordinator_mode_start_stop_and_target_exit_upload_reports() {
     )
     .unwrap();
     let store = dir.path().join("store");
-    let mut cmd = agent(&["--mode", "coordinator", "--tool-args", "--trace=cuda,nvtx"]);
+    // The issue's arguments: `--sample`/`--cpuctxsw` go to `start` (the mock's `launch`
+    // refuses them as nsys does).
+    let mut cmd = agent(&[
+        "--mode",
+        "coordinator",
+        "--tool-args",
+        "--trace=cuda,nvtx --sample=none --cpuctxsw=none",
+    ]);
     cmd.arg("--nsys")
         .arg(&nsys)
         .arg("--coordinator")
@@ -302,9 +317,171 @@ fn mock_nsys_coordinator_mode_start_stop_and_target_exit_upload_reports() {
         "{nsys_session}"
     );
     assert_eq!(calls[0][2..4], words(&["--trace=cuda,nvtx", "--"]));
+    assert_eq!(calls[0][5], "exec-marked", "{calls:?}");
     let named = nsys_session.replace("--session-new=", "--session=");
     assert_eq!(calls[1][1], named);
+    assert_eq!(
+        calls[1][4..],
+        words(&["--sample=none", "--cpuctxsw=none"]),
+        "{calls:?}"
+    );
     assert_eq!(calls[2], vec!["stop".to_owned(), named]);
+}
+
+/// nsys's own refusal, as nsys 2025.3 printed it for the issue's arguments.
+const CPUCTXSW_REFUSED: &str = "ERROR: The --cpuctxsw switch is not supported by the launch \
+     command after NVIDIA Nsight Systems v2021.5. The cpuctxsw switch can be set on the profile \
+     and start commands.";
+
+#[test]
+fn mock_nsys_launch_refused_the_program_runs_unprofiled_and_the_coordinator_is_told() {
+    let dir = TempDir::new("agent-nsys-refused");
+    let coordinator = CoordinatorProcess::start(&dir.path().join("state"), 15_000);
+    let nsys = mock_nsys(dir.path(), real_export());
+    mock_nsys_refuse(dir.path(), "launch", CPUCTXSW_REFUSED);
+    let exit_file = dir.path().join("exit");
+    let out_file = dir.path().join("out");
+    let script = dir.path().join("app.py");
+    std::fs::write(
+        &script,
+        format!(
+            "import os, sys, time\nopen({out:?}, 'w').write(os.environ.get('NSIGHT_PROFILING_DISABLED', 'profiled'))\nt0 = time.time()\nwhile not os.path.exists({exit:?}) and time.time() - t0 < 90:\n    time.sleep(0.05)\nsys.exit(6)\n",
+            out = out_file.display().to_string(),
+            exit = exit_file.display().to_string()
+        ),
+    )
+    .unwrap();
+    let mut cmd = agent(&["--mode", "coordinator", "--tool-args", "-t cuda,nvtx"]);
+    cmd.arg("--nsys")
+        .arg(&nsys)
+        .arg("--coordinator")
+        .arg(coordinator.grpc_url())
+        .arg("--tls-dir")
+        .arg(tls_dir(&coordinator.state_dir))
+        .arg("--storage-dir")
+        .arg(dir.path().join("store"))
+        .args(["--pod", "trainer-0", "--"])
+        .arg(python())
+        .arg(&script);
+    let mut agent = Running::spawn("nsight-agent", cmd, &dir.path().join("agent.log"));
+    let registered = wait_for(Duration::from_secs(30), || {
+        let agents = coordinator.get("/v1/status")["agents"].as_array()?.clone();
+        (agents.len() == 1 && agents[0]["connected"] == true).then(|| agents[0].clone())
+    })
+    .unwrap_or_else(|| panic!("agent registers; log:\n{}", agent.log()));
+    let diagnostics = registered["info"]["diagnostics"].to_string();
+    assert!(
+        diagnostics.contains(
+            "profiling disabled: nsys launch exited (exit code 1) before the program started"
+        ) && diagnostics.contains("--cpuctxsw switch is not supported by the launch command"),
+        "{registered}"
+    );
+    // The program runs (once), unprofiled, and knows why.
+    let told = wait_for(Duration::from_secs(30), || {
+        std::fs::read_to_string(&out_file)
+            .ok()
+            .filter(|s| !s.is_empty())
+    })
+    .unwrap_or_else(|| panic!("the program runs; log:\n{}", agent.log()));
+    assert!(told.starts_with("nsys launch exited"), "{told}");
+
+    // A collection gets the reason from this agent.
+    let session = post(&coordinator, "/v1/start")["session"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let log = || agent.log();
+    let first = outcome(&coordinator, &session, 1, &log);
+    assert_eq!(first["state"], "failed", "{first}");
+    assert!(
+        first["reason"]
+            .as_str()
+            .unwrap()
+            .contains("profiling disabled: nsys launch exited"),
+        "{first}"
+    );
+    post(&coordinator, "/v1/stop");
+
+    std::fs::write(&exit_file, b"").unwrap();
+    let status = agent.wait_exit(Duration::from_secs(30));
+    let log = agent.log();
+    assert_eq!(status.and_then(|s| s.code()), Some(6), "log:\n{log}");
+    assert!(
+        log.contains("profiling disabled, running") && log.contains("--cpuctxsw switch"),
+        "{log}"
+    );
+    let verbs: Vec<String> = mock_nsys_calls(dir.path())
+        .iter()
+        .map(|c| c[0].clone())
+        .collect();
+    assert_eq!(verbs, ["launch"], "nothing else reached nsys");
+}
+
+#[test]
+fn mock_nsys_profile_refused_the_program_runs_unprofiled_with_its_exit_code() {
+    let dir = TempDir::new("agent-nsys-profile-refused");
+    let nsys = mock_nsys(dir.path(), real_export());
+    mock_nsys_refuse(
+        dir.path(),
+        "profile",
+        "ERROR: cannot inject into the application",
+    );
+    let out = agent(&["--mode", "launch", "--tool-args", "-t cuda --sample=none"])
+        .arg("--nsys")
+        .arg(&nsys)
+        .arg("--storage-dir")
+        .arg(dir.path().join("store"))
+        .args([
+            "--",
+            "/bin/sh",
+            "-c",
+            "echo \"ran: $NSIGHT_PROFILING_DISABLED\"; exit 9",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(9), "{stderr}");
+    assert_eq!(
+        stdout.matches("ran: ").count(),
+        1,
+        "the program ran once: {stdout}"
+    );
+    assert!(
+        stdout.contains("ran: nsys profile exited (exit code 1) before the program started: ERROR: cannot inject"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("profiling disabled, running /bin/sh unprofiled"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn tool_args_nsys_would_refuse_run_the_program_unprofiled_before_nsys_is_called() {
+    let dir = TempDir::new("agent-nsys-bad-args");
+    let nsys = mock_nsys(dir.path(), real_export());
+    let out = agent(&[
+        "--mode",
+        "coordinator",
+        "--tool-args",
+        "-t cuda --duration=5",
+    ])
+    .arg("--nsys")
+    .arg(&nsys)
+    .arg("--storage-dir")
+    .arg(dir.path().join("store"))
+    .args(["--coordinator", "http://127.0.0.1:9"])
+    .args(["--", "/bin/sh", "-c", "exit 2"])
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--duration is accepted only by nsys profile"),
+        "{stderr}"
+    );
+    assert!(mock_nsys_calls(dir.path()).is_empty());
 }
 
 /// The real Nsight Systems, when present (never on these machines).

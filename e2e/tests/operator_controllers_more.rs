@@ -7,7 +7,8 @@
 //! `observedGeneration`; the generated credentials Secret never overwritten; an external
 //! bucket's Secret checked into `Ready`; the tenant operator's Role checked with
 //! SubjectAccessReviews; the OTLP sidecar's Envoy config accepted by a real Envoy
-//! (`--mode validate`). Needs `cargo xtask setup kube` (and Envoy from `cargo xtask setup`).
+//! (`--mode validate`); a profile config's nsightToolArgs checked into `Ready` (and a Warning
+//! Event when nsys would refuse them). Needs `cargo xtask setup kube` (and Envoy from `cargo xtask setup`).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -478,11 +479,58 @@ fn collector_proxy_tenant_operator() {
         "a stray Role not pruned",
     );
 
+    // A profile config whose nsightToolArgs nsys accepts (collection switches go to `nsys
+    // start` in coordinator mode) is Ready; one nsys would refuse is not, with a Warning Event
+    // naming the tool config and the option.
+    let profile = format!("{}/trainers", profiles(NS));
+    kube.create(
+        &profiles(NS),
+        &json!({"apiVersion": "nvidia.com/v1", "kind": "NsightOperatorProfileConfig",
+                "metadata": {"name": "trainers"},
+                "spec": {"nsightToolConfigs": [{"name": "gpu",
+                    "nsightToolArgs": "-t cuda,nvtx --sample=none --cpuctxsw=none"}]}}),
+    );
+    wait_ready(&kube, &profile, 1, "ToolArgsValid");
+    kube.merge_patch(
+        &profile,
+        &json!({"spec": {"nsightToolConfigs": [{"name": "gpu",
+            "nsightToolArgs": "-t cuda,nvtx --duration=30"}]}}),
+    );
+    let refused = wait_ready(&kube, &profile, 2, "InvalidToolArgs");
+    let ready = condition(&refused, "Ready").unwrap();
+    assert_eq!(ready["status"], "False");
+    assert!(
+        ready["message"]
+            .as_str()
+            .unwrap()
+            .contains("tool config gpu: --duration is accepted only by nsys profile"),
+        "{ready}"
+    );
+    let event = wait_for(WAIT, || {
+        let events = kube.get(&format!("/apis/events.k8s.io/v1/namespaces/{NS}/events"))?;
+        events["items"]
+            .as_array()?
+            .iter()
+            .find(|e| {
+                e["regarding"]["kind"] == "NsightOperatorProfileConfig"
+                    && e["regarding"]["name"] == "trainers"
+                    && e["reason"] == "InvalidToolArgs"
+            })
+            .cloned()
+    })
+    .expect("no InvalidToolArgs Event");
+    assert_eq!(event["type"], "Warning");
+    assert!(
+        event["note"].as_str().unwrap().contains("tool config gpu"),
+        "{event}"
+    );
+
     let metrics = health.metrics.render();
     for kind in [
         "NsightOtelCollector",
         "OTLPProxyConfig",
         "NsightTenantOperator",
+        "NsightOperatorProfileConfig",
     ] {
         assert!(
             metrics.contains(&format!(

@@ -12,7 +12,8 @@
 //! chooses what the injection library records (NVTX, CUPTI GPU activity); [`nvtx`] talks to the
 //! injected processes; [`report`] writes the SQLite export (pure over a connection);
 //! [`publish`] names and uploads reports; [`nsys`] is the nsys backend's command lines and state
-//! machine, [`nsys_run`] runs them; [`preflight`] the diagnostics sent at registration.
+//! machine, [`nsys_run`] runs them, [`started`] tells whether nsys ever started the program;
+//! [`preflight`] the diagnostics sent at registration.
 
 pub mod capture;
 pub mod channel;
@@ -26,4 +27,5 @@ pub mod publish;
 pub mod report;
 pub mod run;
 pub mod signals;
+pub mod started;
 pub mod unprofiled;

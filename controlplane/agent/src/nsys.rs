@@ -3,12 +3,20 @@
 //! sqlite` beside each `.nsys-rep`) and the per-collection state machine. Running the commands
 //! is the caller's job ([`crate::run`]); nothing here spawns a process.
 //!
+//! The tool config's arguments are divided by the nsys command that accepts them
+//! ([`nsight_contracts::nsys_args`], the table the operator checks configs with): trace and
+//! launch options go to `nsys launch`, sampling/capture options to each `nsys start`, all of
+//! them to `nsys profile`. The application is launched through the agent's `exec-marked`
+//! trampoline ([`crate::started`]), so that the agent knows whether it ever started.
+//!
 //! ```text
 //!  Idle --START(c)--> Collecting(c) --STOP(c)--> Idle (last = c, keys)
 //!        START(c) again: no-op        STOP(c) again after it finished: the same keys
 //! ```
 
 use std::path::{Path, PathBuf};
+
+pub use nsight_contracts::nsys_args::{ArgsError, Split};
 
 use crate::channel::CollectionRef;
 
@@ -19,9 +27,13 @@ pub struct NsysCommands {
     pub nsys: String,
     /// The interactive session's name (unique per agent).
     pub session: String,
-    /// `nsightToolArgs` from the profile config (e.g. `--trace=cuda,nvtx`), passed to
-    /// `launch`/`profile`.
-    pub tool_args: Vec<String>,
+    /// `nsightToolArgs` from the profile config (e.g. `-t cuda,nvtx --sample=none`), divided
+    /// by command: `launch` words to `nsys launch`, `start` words to `nsys start`, `profile`
+    /// (all of them) to `nsys profile`.
+    pub tool_args: Split,
+    /// Put before the application's argv (the agent's `exec-marked <marker> --`); empty: the
+    /// application directly.
+    pub wrapper: Vec<String>,
 }
 
 fn s(v: &str) -> String {
@@ -29,6 +41,23 @@ fn s(v: &str) -> String {
 }
 
 impl NsysCommands {
+    /// The commands for `tool_args` (the tool config's words) in this mode; refuses what nsys
+    /// would refuse (an unknown option, one only `nsys profile` takes in coordinator mode, one
+    /// the agent sets itself), with a message naming the option.
+    pub fn new(
+        nsys: String,
+        session: String,
+        tool_args: &[String],
+        coordinator: bool,
+    ) -> Result<Self, ArgsError> {
+        Ok(Self {
+            nsys,
+            session,
+            tool_args: nsight_contracts::nsys_args::check(tool_args, coordinator)?,
+            wrapper: Vec::new(),
+        })
+    }
+
     /// Coordinator mode: start the application under nsys with collection deferred.
     pub fn launch(&self, app: &[String]) -> Vec<String> {
         let mut cmd = vec![
@@ -36,21 +65,24 @@ impl NsysCommands {
             s("launch"),
             format!("--session-new={}", self.session),
         ];
-        cmd.extend(self.tool_args.iter().cloned());
+        cmd.extend(self.tool_args.launch.iter().cloned());
         cmd.push(s("--"));
+        cmd.extend(self.wrapper.iter().cloned());
         cmd.extend(app.iter().cloned());
         cmd
     }
 
     /// Coordinator mode: begin one collection into `output` (a `.nsys-rep` path).
     pub fn start(&self, output: &Path) -> Vec<String> {
-        vec![
+        let mut cmd = vec![
             self.nsys.clone(),
             s("start"),
             format!("--session={}", self.session),
             format!("--output={}", output.display()),
             s("--force-overwrite=true"),
-        ]
+        ];
+        cmd.extend(self.tool_args.start.iter().cloned());
+        cmd
     }
 
     /// Coordinator mode: end the current collection (nsys writes the report).
@@ -73,8 +105,9 @@ impl NsysCommands {
         if let Some(d) = duration_s {
             cmd.push(format!("--duration={d}"));
         }
-        cmd.extend(self.tool_args.iter().cloned());
+        cmd.extend(self.tool_args.profile.iter().cloned());
         cmd.push(s("--"));
+        cmd.extend(self.wrapper.iter().cloned());
         cmd.extend(app.iter().cloned());
         cmd
     }
@@ -121,31 +154,7 @@ pub fn duration_of(args: &[String]) -> Option<u64> {
 
 /// Splits `nsightToolArgs` as given in the config (whitespace-separated; quotes group).
 pub fn split_tool_args(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut quote: Option<char> = None;
-    let mut any = false;
-    for c in text.chars() {
-        match (quote, c) {
-            (Some(q), c) if c == q => quote = None,
-            (Some(_), c) => cur.push(c),
-            (None, '"' | '\'') => {
-                quote = Some(c);
-                any = true;
-            }
-            (None, c) if c.is_whitespace() => {
-                if any || !cur.is_empty() {
-                    out.push(std::mem::take(&mut cur));
-                    any = false;
-                }
-            }
-            (None, c) => cur.push(c),
-        }
-    }
-    if any || !cur.is_empty() {
-        out.push(cur);
-    }
-    out
+    nsight_contracts::nsys_args::words(text)
 }
 
 /// Where a collection's report goes: `<dir>/<session>-<collection>.nsys-rep`.

@@ -4,9 +4,11 @@
 //! pure [`crate::nsys::NsysState`].
 //!
 //! ```text
-//!  launch mode:      nsys profile --output=<dir>/<session>-1.nsys-rep [args] -- argv  (exit code = nsys's)
-//!  coordinator mode: nsys launch --session-new=<s> [args] -- argv
-//!                    START -> nsys start --session=<s> --output=...   STOP -> nsys stop; nsys export
+//!  launch mode:      nsys profile --output=<dir>/<session>-1.nsys-rep [all args] -- T argv  (exit code = nsys's)
+//!  coordinator mode: nsys launch --session-new=<s> [launch args] -- T argv
+//!                    START -> nsys start --session=<s> --output=... [start args]
+//!                    STOP -> nsys stop; nsys export
+//!  T = nsight-agent exec-marked <marker> --: nsys exits without the marker -> run argv unprofiled
 //!                    target exits while collecting -> nsys writes the report -> export, upload
 //!  <x>.nsys-rep + <x>.sqlite ──Publisher::publish_files──> storage
 //! ```
@@ -23,6 +25,7 @@ use crate::{
     channel::{Backend, CollectionRef, FinalReport},
     nsys::{Action, NsysState},
     publish::Publisher,
+    started::{self, Start, StderrTail},
 };
 
 /// How long one `nsys start/stop/export` may take.
@@ -241,13 +244,16 @@ impl Backend for NsysBackend<'_> {
 }
 
 /// Launch mode: `nsys profile` around the target, to its exit; uploads the report. Returns
-/// nsys's exit code (nsys returns the application's).
+/// nsys's exit code (nsys returns the application's). When nsys exits before the program
+/// started (`marker` missing), returns [`NeverStarted`] and runs nothing: the caller runs the
+/// program unprofiled.
 pub async fn run_profile(
     state: &NsysState,
     publisher: &Publisher,
     argv: &[String],
     duration: Option<Duration>,
     session: &str,
+    marker: &Path,
 ) -> anyhow::Result<i32> {
     let at = CollectionRef {
         session: session.to_owned(),
@@ -260,7 +266,28 @@ pub async fn run_profile(
     let cmd = state
         .commands()
         .profile(argv, &rep, duration.map(|d| d.as_secs().max(1)));
-    let (code, pid) = supervise(&cmd).await?;
+    let mut launched = spawn(&cmd)?;
+    let pid = launched.pid;
+    let forwarding = crate::signals::forward_to(pid, None);
+    let start = started::until_started(&mut launched.child, marker).await;
+    let status = match start {
+        Ok(Start::Started) => {
+            crate::run::mark_target_started();
+            crate::run::wait_child(&mut launched.child).await
+        }
+        Ok(Start::NeverRan(status)) => {
+            forwarding.abort();
+            return Err(NeverStarted(started::failure_reason(
+                "profile",
+                status,
+                &launched.stderr.text(),
+            ))
+            .into());
+        }
+        Err(e) => Err(e),
+    };
+    forwarding.abort();
+    let code = crate::run::exit_code(status?);
     let process = process_name(argv);
     match wait_for_report(&rep, Duration::from_secs(10)).await {
         Some(report) => {
@@ -277,29 +304,41 @@ pub async fn run_profile(
     Ok(code)
 }
 
-/// Spawns `argv` (nsys with the target behind it), forwarding signals, and waits: returns the
-/// exit code and the pid.
-pub async fn supervise(argv: &[String]) -> anyhow::Result<(i32, u32)> {
-    let (child, pid) = spawn(argv)?;
-    let status = wait(child, pid).await?;
-    Ok((crate::run::exit_code(status), pid))
+/// nsys exited before the program started; the reason quotes nsys.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct NeverStarted(pub String);
+
+/// `nsys launch`/`nsys profile` running, with the program behind it.
+#[derive(Debug)]
+pub struct Launched {
+    pub child: tokio::process::Child,
+    pub pid: u32,
+    /// nsys's stderr (the program's too), copied through; its tail quotes nsys's error.
+    pub stderr: StderrTail,
 }
 
-/// Spawns `argv` with the agent marker (the hook never re-wraps nsys's target).
-pub fn spawn(argv: &[String]) -> anyhow::Result<(tokio::process::Child, u32)> {
+/// Spawns `argv` with the agent marker (the hook never re-wraps nsys's target). Does not mark
+/// the target started: [`started::until_started`] tells.
+pub fn spawn(argv: &[String]) -> anyhow::Result<Launched> {
     let Some((program, args)) = argv.split_first() else {
         anyhow::bail!("empty command");
     };
     tracing::info!(command = argv.join(" "), "nsys");
-    let child = tokio::process::Command::new(program)
+    let mut child = tokio::process::Command::new(program)
         .args(args)
         .env(crate::run::ENV_AGENT_ACTIVE, "1")
+        .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| anyhow::anyhow!("cannot start {program}: {e}"))?;
-    crate::run::mark_target_started();
+    let stderr = child
+        .stderr
+        .take()
+        .map(StderrTail::follow)
+        .unwrap_or_default();
     let pid = child.id().unwrap_or_default();
-    Ok((child, pid))
+    Ok(Launched { child, pid, stderr })
 }
 
 /// Waits for a child spawned by [`spawn`], forwarding SIGTERM/SIGINT/SIGHUP/SIGQUIT to it.

@@ -17,8 +17,10 @@ pub struct Facts {
     pub is_root: bool,
     /// The backend the agent runs (`nvtx` or `nsys`).
     pub backend: String,
-    /// Where `nsys` was found on PATH, if anywhere.
+    /// Where nsys was found (`--nsys` / `NSIGHT_NSYS`, else on PATH), if anywhere.
     pub nsys: Option<String>,
+    /// The path given with `--nsys` / `NSIGHT_NSYS`, if any.
+    pub nsys_given: Option<String>,
 }
 
 /// Every problem [`Facts`] show, one sentence each (empty when all is well).
@@ -46,18 +48,23 @@ pub fn diagnose(f: &Facts) -> Vec<String> {
         );
     }
     if f.backend == "nsys" && f.nsys.is_none() {
-        out.push(
-            "the nsys backend is selected but nsys is not on PATH: mount the Nsight Systems \
-             CLI volume or choose the nvtx backend"
+        out.push(match &f.nsys_given {
+            Some(path) => format!(
+                "the nsys backend is selected but {path} (--nsys / NSIGHT_NSYS) is not an \
+                 executable file: point it at the Nsight Systems CLI or choose the nvtx backend"
+            ),
+            None => "the nsys backend is selected but nsys is not on PATH: mount the Nsight \
+                     Systems CLI volume or choose the nvtx backend"
                 .to_owned(),
-        );
+        });
     }
     out
 }
 
 impl Facts {
-    /// Reads the facts from this machine.
-    pub fn gather(backend: &str) -> Self {
+    /// Reads the facts from this machine; `nsys` is the path given with `--nsys` /
+    /// `NSIGHT_NSYS`, looked for as the backend does ([`crate::nsys_run::locate`]).
+    pub fn gather(backend: &str, nsys: Option<&Path>) -> Self {
         let gpu_devices = std::fs::read_dir("/dev")
             .map(|entries| {
                 let mut v: Vec<String> = entries
@@ -97,7 +104,10 @@ impl Facts {
             restrict_profiling_to_admin,
             is_root,
             backend: backend.to_owned(),
-            nsys: find_on_path("nsys").map(|p| p.display().to_string()),
+            nsys: crate::nsys_run::locate(nsys, std::env::var_os("PATH").as_deref())
+                .ok()
+                .map(|p| p.display().to_string()),
+            nsys_given: nsys.map(|p| p.display().to_string()),
         }
     }
 }
@@ -116,20 +126,6 @@ fn effective_uid(status: &str) -> Option<u32> {
     line.split_whitespace().nth(2)?.parse().ok()
 }
 
-/// The first executable `name` on PATH.
-pub fn find_on_path(name: &str) -> Option<std::path::PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|p| is_executable(p))
-}
-
-fn is_executable(p: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt as _;
-    p.metadata()
-        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,6 +138,7 @@ mod tests {
             is_root: false,
             backend: "nvtx".into(),
             nsys: None,
+            nsys_given: None,
         }
     }
 
@@ -183,6 +180,21 @@ mod tests {
             ..good()
         };
         assert!(diagnose(&nsys)[0].contains("nsys is not on PATH"));
+        let given = Facts {
+            nsys_given: Some("/opt/nsys/bin/nsys".into()),
+            ..nsys.clone()
+        };
+        let d = diagnose(&given);
+        assert!(
+            d[0].contains("/opt/nsys/bin/nsys (--nsys / NSIGHT_NSYS) is not an executable")
+                && !d[0].contains("PATH"),
+            "{d:?}"
+        );
+        assert!(diagnose(&Facts {
+            nsys: Some("/opt/nsys/bin/nsys".into()),
+            ..given
+        })
+        .is_empty());
         assert!(diagnose(&Facts {
             nsys: Some("/usr/bin/nsys".into()),
             ..nsys

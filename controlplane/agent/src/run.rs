@@ -22,6 +22,8 @@ use crate::{
     nsys_run::{self, NsysBackend},
     nvtx::ControlServer,
     publish::Publisher,
+    started::{self, Start},
+    unprofiled,
 };
 
 /// Set in the target's environment: the exec hook never wraps a process that has it.
@@ -220,14 +222,17 @@ async fn follow_coordinator(
 }
 
 /// The `nsys` backend: `nsys profile` (launch mode) or `nsys launch` + start/stop per
-/// collection (coordinator mode).
+/// collection (coordinator mode). The program goes through the `exec-marked` trampoline
+/// ([`crate::started`]); if nsys exits before it started, the program runs unprofiled.
 async fn run_nsys(
     options: RunOptions,
-    commands: NsysCommands,
+    mut commands: NsysCommands,
     publisher: Publisher,
 ) -> anyhow::Result<i32> {
     let dir = options.work_dir.join("nsys");
     std::fs::create_dir_all(&dir)?;
+    let marker = started::fresh_marker(&options.work_dir)?;
+    commands.wrapper = started::wrapper(&std::env::current_exe()?, &marker);
     let state = NsysState::new(commands, dir);
     match options.mode {
         Mode::Launch => {
@@ -238,6 +243,7 @@ async fn run_nsys(
                 &options.argv,
                 options.duration,
                 &session,
+                &marker,
             )
             .await
         }
@@ -245,19 +251,90 @@ async fn run_nsys(
             let Some(mut config) = options.agent else {
                 anyhow::bail!("coordinator mode needs --coordinator (or NSIGHT_COORDINATOR_URL)");
             };
-            let (child, pid) = nsys_run::spawn(&state.commands().launch(&options.argv))?;
-            config.pid = pid;
+            let mut launched = nsys_run::spawn(&state.commands().launch(&options.argv))?;
+            let pid = launched.pid;
+            let forwarding = crate::signals::forward_to(pid, None);
+            let start = started::until_started(&mut launched.child, &marker).await;
+            forwarding.abort();
             config.process_name = nsys_run::process_name(&options.argv);
+            if let Start::NeverRan(status) = start? {
+                let reason = started::failure_reason("launch", status, &launched.stderr.text());
+                return run_unprofiled_following(config, &options.argv, &reason).await;
+            }
+            mark_target_started();
+            config.pid = pid;
             let mut backend = NsysBackend {
                 state,
                 publisher: &publisher,
                 process: (config.process_name.clone(), pid),
             };
             let status =
-                follow_coordinator(config, &mut backend, nsys_run::wait(child, pid)).await?;
+                follow_coordinator(config, &mut backend, nsys_run::wait(launched.child, pid))
+                    .await?;
             Ok(exit_code(status))
         }
     }
+}
+
+/// The backend of a program that runs unprofiled: every collection fails with the reason.
+struct Unprofiled {
+    reason: String,
+}
+
+#[tonic::async_trait]
+impl Backend for Unprofiled {
+    async fn start(&mut self, _at: &CollectionRef) -> Result<(), String> {
+        Err(format!("profiling disabled: {}", self.reason))
+    }
+
+    async fn stop(&mut self, _at: &CollectionRef) -> Result<Vec<String>, String> {
+        Err(format!("profiling disabled: {}", self.reason))
+    }
+}
+
+/// Coordinator mode after nsys failed before the program started: runs the program
+/// unprofiled (as the agent's child, `NSIGHT_PROFILING_DISABLED` set) and still registers, with
+/// the reason among its diagnostics; each collection is answered `Failed` with it. Returns the
+/// program's exit code.
+async fn run_unprofiled_following(
+    mut config: AgentConfig,
+    argv: &[String],
+    reason: &str,
+) -> anyhow::Result<i32> {
+    let program = argv.first().map(String::as_str).unwrap_or_default();
+    tracing::error!(
+        program,
+        reason,
+        "profiling disabled; running the program unprofiled"
+    );
+    eprintln!("{}", unprofiled::notice(program, reason));
+    let mut child = tokio::process::Command::new(program)
+        .args(argv.get(1..).unwrap_or_default())
+        .env(ENV_AGENT_ACTIVE, "1")
+        .env(
+            unprofiled::ENV_DISABLED_REASON,
+            unprofiled::one_line(reason),
+        )
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| anyhow::anyhow!("cannot start {program}: {e}"))?;
+    mark_target_started();
+    let pid = child.id().unwrap_or_default();
+    config.pid = pid;
+    config
+        .diagnostics
+        .push(format!("profiling disabled: {reason}"));
+    let mut backend = Unprofiled {
+        reason: reason.to_owned(),
+    };
+    let status = follow_coordinator(config, &mut backend, async {
+        let forwarding = crate::signals::forward_to(pid, None);
+        let status = wait_child(&mut child).await;
+        forwarding.abort();
+        Ok(status?)
+    })
+    .await?;
+    Ok(exit_code(status))
 }
 
 /// The `nvtx` backend: the target with the injection library.

@@ -54,7 +54,7 @@ pub fn on_panic_run_unprofiled(argv: Vec<String>) {
 }
 
 /// An environment value of one line, at most 1 KiB.
-fn one_line(reason: &str) -> String {
+pub fn one_line(reason: &str) -> String {
     let flat: String = reason
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })

@@ -20,6 +20,7 @@
 pub mod analysis;
 pub mod coordinator;
 pub mod form;
+pub mod nsys_args;
 #[cfg(feature = "schema")]
 pub mod openapi;
 pub mod problem;

@@ -10,8 +10,8 @@
 //!     patch:  Pod + tool + settings -> JSON patch (init container, emptyDir, env, annotations)
 //! ```
 //!
-//! `render`, `conditions`, `decide`, `cel`, `patch`, `selector` and `admission` are pure;
-//! `controller`, `server` and `main` are the shell.
+//! `render`, `conditions`, `decide`, `cel`, `patch`, `selector`, `tool_args` and `admission`
+//! are pure; `controller`, `server` and `main` are the shell.
 
 pub mod admission;
 pub mod agent_tls;
@@ -33,6 +33,7 @@ pub mod secret_copy;
 pub mod selector;
 pub mod server;
 pub mod settings;
+pub mod tool_args;
 pub mod webhook_tls;
 pub mod world;
 pub mod xds;

@@ -32,6 +32,18 @@ enum Command {
     /// The injected Pod's init container: copy the tools into the shared volume, then wait
     /// (bounded) until the coordinator and storage answer.
     Init(InitArgs),
+    /// The trampoline nsys launches: create MARKER, then replace this process with the program
+    /// (so the agent knows the program started).
+    ExecMarked(ExecMarkedArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ExecMarkedArgs {
+    /// The file to create before the program starts.
+    marker: PathBuf,
+    /// The program and its arguments.
+    #[arg(last = true, required = true)]
+    argv: Vec<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -218,7 +230,7 @@ async fn run_command(args: RunArgs) -> anyhow::Result<i32> {
         BackendArg::Nsys => None,
     };
     let backend = built_in.map_or("nsys", Capture::name);
-    let mut diagnostics = preflight::diagnose(&Facts::gather(backend));
+    let mut diagnostics = preflight::diagnose(&Facts::gather(backend, args.nsys.as_deref()));
     if let Some(c) = built_in {
         let cupti = capture::find_cupti(
             args.cupti_lib.as_deref(),
@@ -263,11 +275,17 @@ async fn run_command(args: RunArgs) -> anyhow::Result<i32> {
         _ => None,
     });
     let backend_kind = match nsys {
-        Some(nsys) => BackendKind::Nsys(NsysCommands {
-            nsys: nsys.display().to_string(),
-            session: format!("nsight-agent-{}", std::process::id()),
-            tool_args: split_tool_args(args.tool_args.as_deref().unwrap_or_default()),
-        }),
+        // Arguments nsys would refuse stop here: the program then runs unprofiled, the
+        // reason naming the option.
+        Some(nsys) => BackendKind::Nsys(
+            NsysCommands::new(
+                nsys.display().to_string(),
+                format!("nsight-agent-{}", std::process::id()),
+                &split_tool_args(args.tool_args.as_deref().unwrap_or_default()),
+                matches!(args.mode, ModeArg::Coordinator),
+            )
+            .context("the tool config's nsightToolArgs")?,
+        ),
         None => {
             let nvtx_lib = match args.nvtx_lib.clone() {
                 Some(p) => p,
@@ -348,6 +366,12 @@ async fn main() {
         .init();
     let args = match Cli::parse().command {
         Command::Run(args) => *args,
+        Command::ExecMarked(args) => {
+            let err = nsight_agent::started::exec_marked(&args.marker, &args.argv);
+            let program = args.argv.first().map(String::as_str).unwrap_or_default();
+            eprintln!("nsight-agent: cannot start {program}: {err}");
+            std::process::exit(127);
+        }
         Command::Init(args) => match init_command(args) {
             Ok(()) => std::process::exit(0),
             Err(e) => {

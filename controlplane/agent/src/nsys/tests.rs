@@ -3,11 +3,13 @@
 use super::*;
 
 fn commands() -> NsysCommands {
-    NsysCommands {
-        nsys: "/opt/nsys/bin/nsys".into(),
-        session: "agent-42".into(),
-        tool_args: split_tool_args("--trace=cuda,nvtx --sample=none"),
-    }
+    NsysCommands::new(
+        "/opt/nsys/bin/nsys".into(),
+        "agent-42".into(),
+        &split_tool_args("--trace=cuda,nvtx --sample=none"),
+        true,
+    )
+    .unwrap()
 }
 
 fn at(c: u32) -> CollectionRef {
@@ -32,7 +34,6 @@ fn command_lines_are_exact() {
             "launch",
             "--session-new=agent-42",
             "--trace=cuda,nvtx",
-            "--sample=none",
             "--",
             "python3",
             "train.py",
@@ -47,7 +48,8 @@ fn command_lines_are_exact() {
             "start",
             "--session=agent-42",
             "--output=/w/s1-1.nsys-rep",
-            "--force-overwrite=true"
+            "--force-overwrite=true",
+            "--sample=none"
         ])
     );
     assert_eq!(
@@ -87,6 +89,97 @@ fn command_lines_are_exact() {
             "/w/r.nsys-rep"
         ])
     );
+}
+
+#[test]
+fn each_option_class_goes_to_the_commands_that_accept_it() {
+    let app = v(&["python3", "train.py"]);
+    let mut c = NsysCommands::new(
+        "nsys".into(),
+        "s".into(),
+        &split_tool_args(
+            "-t cuda,nvtx --sample=none --cpuctxsw=none --cuda-memory-usage true -b none",
+        ),
+        true,
+    )
+    .unwrap();
+    c.wrapper = v(&[
+        "/opt/nsight/nsight-agent",
+        "exec-marked",
+        "/w/started",
+        "--",
+    ]);
+    assert_eq!(
+        c.launch(&app),
+        v(&[
+            "nsys",
+            "launch",
+            "--session-new=s",
+            "-t",
+            "cuda,nvtx",
+            "--cuda-memory-usage",
+            "true",
+            "--",
+            "/opt/nsight/nsight-agent",
+            "exec-marked",
+            "/w/started",
+            "--",
+            "python3",
+            "train.py"
+        ])
+    );
+    assert_eq!(
+        c.start(Path::new("/w/r.nsys-rep")),
+        v(&[
+            "nsys",
+            "start",
+            "--session=s",
+            "--output=/w/r.nsys-rep",
+            "--force-overwrite=true",
+            "--sample=none",
+            "--cpuctxsw=none",
+            "-b",
+            "none"
+        ])
+    );
+    // Launch mode: everything to `profile`, in the order given; `--duration` only there.
+    let c = NsysCommands::new(
+        "nsys".into(),
+        "s".into(),
+        &split_tool_args("--sample=none -t nvtx --duration=5"),
+        false,
+    )
+    .unwrap();
+    assert_eq!(
+        c.profile(&app, Path::new("/w/r.nsys-rep"), None),
+        v(&[
+            "nsys",
+            "profile",
+            "--output=/w/r.nsys-rep",
+            "--force-overwrite=true",
+            "--sample=none",
+            "-t",
+            "nvtx",
+            "--duration=5",
+            "--",
+            "python3",
+            "train.py"
+        ])
+    );
+    // What nsys would refuse is refused before anything runs.
+    let refused = |args: &str, coordinator| {
+        NsysCommands::new(
+            "nsys".into(),
+            "s".into(),
+            &split_tool_args(args),
+            coordinator,
+        )
+        .unwrap_err()
+        .to_string()
+    };
+    assert!(refused("--duration=5", true).contains("coordinator: false"));
+    assert!(refused("--cpuctxs=none", false).contains("--cpuctxs is not an option"));
+    assert!(refused("--output=x", false).contains("set by the Nsight agent"));
 }
 
 #[test]

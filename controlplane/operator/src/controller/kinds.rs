@@ -7,6 +7,8 @@
 //! OTLPProxyConfig             render::otlp_proxy      Ready: the collector it names exists
 //! NsightStreamer              render::streamer        Ready: Deployment (reads its storage config)
 //! NsightTenantOperator        render::tenant_operator Ready: Deployment
+//! NsightOperatorProfileConfig (nothing rendered)      Ready: nsys accepts every nsightToolArgs
+//!                                                     (`tool_args`; Warning Event when refused)
 //! ```
 //!
 //! (The perf_event_paranoid DaemonSet is not here: it is a cluster-wide setting of the
@@ -23,14 +25,18 @@ use k8s_openapi::api::{
     core::v1::{ConfigMap, Secret, Service, ServiceAccount},
     rbac::v1::{Role, RoleBinding},
 };
-use kube::{runtime::Controller, Api, Client, ResourceExt};
+use kube::{
+    runtime::{events::EventType, Controller},
+    Api, Client, ResourceExt,
+};
 use nsight_api::{
-    common::CONDITION_READY, NsightCloudStorageConfig, NsightOtelCollector, NsightStatus,
-    NsightStreamer, NsightTenantOperator, OTLPProxyConfig,
+    common::CONDITION_READY, NsightCloudStorageConfig, NsightOperatorProfileConfig,
+    NsightOtelCollector, NsightStatus, NsightStreamer, NsightTenantOperator, OTLPProxyConfig,
 };
 
 use super::{
-    api, apply::Applied, bucket, owned_config, run, watch_referrers, Context, Error, Managed,
+    api, apply::Applied, bucket, owned_config, record, run, watch_referrers, Context, Error,
+    Managed,
 };
 use crate::{
     conditions::{self, Cond},
@@ -39,6 +45,7 @@ use crate::{
         storage::{Backend, Credentials},
         Desired, ObjectKind,
     },
+    tool_args,
 };
 
 /// How soon a resource whose reference is missing or invalid is looked at again (Secrets are
@@ -379,6 +386,52 @@ impl Managed for NsightTenantOperator {
     }
 }
 
+impl Managed for NsightOperatorProfileConfig {
+    const KIND: &'static str = "NsightOperatorProfileConfig";
+    /// Renders nothing, so owns nothing.
+    const OWNS: &'static [ObjectKind] = &[];
+
+    fn status(&self) -> Option<&NsightStatus> {
+        self.status.as_ref()
+    }
+
+    fn desired<'a>(&'a self, _ctx: &'a Context) -> BoxFuture<'a, Result<Desired, Error>> {
+        async move { Ok(Desired::default()) }.boxed()
+    }
+
+    /// Ready when nsys accepts every tool config's arguments; a Warning Event when that
+    /// turns false (or the refusal changes).
+    fn ready<'a>(
+        &'a self,
+        ctx: &'a Context,
+        _applied: &'a [Applied],
+    ) -> BoxFuture<'a, Result<Vec<Cond>, Error>> {
+        async move {
+            let ready = tool_args::ready(&self.spec);
+            if tool_args::event_due(self.status(), &ready) {
+                record(
+                    ctx,
+                    self,
+                    EventType::Warning,
+                    tool_args::REASON_INVALID,
+                    ready.message.clone(),
+                )
+                .await;
+            }
+            Ok(vec![ready])
+        }
+        .boxed()
+    }
+
+    fn watch_owned(
+        controller: Controller<Self>,
+        _client: &Client,
+        _namespace: Option<&str>,
+    ) -> Controller<Self> {
+        controller
+    }
+}
+
 /// Runs the controllers of this module's kinds concurrently.
 pub async fn run_more(ctx: std::sync::Arc<Context>, ns: Option<&str>) {
     futures::join!(
@@ -387,5 +440,6 @@ pub async fn run_more(ctx: std::sync::Arc<Context>, ns: Option<&str>) {
         run::<OTLPProxyConfig>(ctx.clone(), ns),
         run::<NsightStreamer>(ctx.clone(), ns),
         run::<NsightTenantOperator>(ctx.clone(), ns),
+        run::<NsightOperatorProfileConfig>(ctx.clone(), ns),
     );
 }
