@@ -2,7 +2,10 @@
 each through the coordinator's REST API, and prints each collection's per-agent outcome and the
 agent's diagnostics. Standard library only (the GPU machine has no nsight-cloud CLI).
 
-    python3 coordinate.py http://127.0.0.1:18080 COLLECTIONS SECONDS
+    python3 coordinate.py http://127.0.0.1:18080 COLLECTIONS SECONDS [FIRST_DELAY]
+
+FIRST_DELAY: seconds to wait after the agent registers (the program's start-up, e.g. importing
+PyTorch and initialising CUDA) before the first START.
 """
 import json
 import sys
@@ -10,6 +13,7 @@ import time
 import urllib.request
 
 base, collections, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+first_delay = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
 
 
 def call(path, body=None):
@@ -30,6 +34,7 @@ if not agents:
     sys.exit("no agent registered in 60 s")
 print("agent:", json.dumps(agents[0].get("info", {}).get("backend")), "diagnostics:",
       json.dumps(agents[0].get("info", {}).get("diagnostics", agents[0].get("diagnostics"))))
+time.sleep(first_delay)
 session = None
 for n in range(1, collections + 1):
     started = call("/v1/start", {"tag": "default"})

@@ -54,12 +54,15 @@ profile_three() { # name, argv...
     -o "$R/$name-nsys" "$R/$name-nsys.sqlite" >/dev/null 2>&1 && ls "$R" | grep "^$name-nsys_" | tr '\n' ' '; echo
   stamp "$name: nsight-agent --backend nvtx+cupti (launch mode)"
   timeout 180 "$B/nsight-agent" run --mode launch --backend nvtx+cupti --cupti-lib "$CUPTI" \
-    --storage-dir "$R/$name-agent" --work-dir "$W/$name-agent-work" -- "$@" 2>&1 | grep -v " INFO " | tail -8
+    --storage-dir "$R/$name-agent" --work-dir "$W/$name-agent-work" -- "$@" >"$R/$name-agent.log" 2>&1
+  echo "agent exit code: $?"
+  grep -E "steps/s|target exited|WARN|ERROR|nsight-cupti|stored" "$R/$name-agent.log" | cut -c1-400 | tail -8
   local rep
   rep=$(find "$R/$name-agent" -name '*.sqlite' | head -1)
   if [ -n "$rep" ]; then
     cp "$rep" "$R/$name-cupti.sqlite"
     echo "agent report: $(du -h "$rep" | cut -f1)"
+    "$PY" "$B/report_summary.py" "$R/$name-cupti.sqlite"
     # NVIDIA's own stats on the agent's report: the schema is the export's.
     nsys stats -r cuda_gpu_kern_sum -f csv -o "$R/$name-cupti-by-nsys" \
       "$R/$name-cupti.sqlite" 2>&1 | tail -3
@@ -68,8 +71,16 @@ profile_three() { # name, argv...
   fi
 }
 
+pack() { # the small results so far (again at the end): a timeout still returns them
+  ( cd "$R" && tar czf "$OUT/results.tar.gz" --exclude='*.nsys-rep' --exclude='*.qdstrm' \
+      --exclude='*-store' --exclude='*-agent' --exclude='coord-*.sqlite' . )
+  ls -la "$OUT/results.tar.gz"
+}
+
 profile_three cuda_sample "$W/cuda_sample" 60 5000
+pack
 profile_three torch "$PY" "$B/torch_loop.py" 200
+pack
 
 coordinated() { # name, backend, extra agent args...
   local name=$1 backend=$2; shift 2
@@ -79,12 +90,12 @@ coordinated() { # name, backend, extra agent args...
     --generate-local-certs >"$R/$name-coordinator.log" 2>&1 &
   local coord=$!
   for _ in $(seq 100); do "$PY" - <<<"import urllib.request; urllib.request.urlopen('http://$http/v1/status')" 2>/dev/null && break; sleep 0.1; done
-  LD_LIBRARY_PATH=$NSYS_LIBS:${LD_LIBRARY_PATH:-} NSIGHT_AGENT_LOG=info timeout 170 "$B/nsight-agent" run \
+  LD_LIBRARY_PATH=$NSYS_LIBS:${LD_LIBRARY_PATH:-} NSIGHT_AGENT_LOG=info timeout 130 "$B/nsight-agent" run \
     --mode coordinator --backend "$backend" "$@" --coordinator "https://$grpc" --tls-dir "$state.tls" \
     --storage-dir "$R/$name-store" --work-dir "$W/$name-work" --pod gpu-0 \
     -- "$PY" "$B/torch_loop.py" 0 60 >"$R/$name-agent.log" 2>&1 &
   local agent=$!
-  timeout 150 "$PY" "$B/coordinate.py" "http://$http" 2 3
+  timeout 100 "$PY" "$B/coordinate.py" "http://$http" 2 2 8
   kill -TERM $agent 2>/dev/null; wait $agent; echo "agent exit: $?"
   grep -E "WARN|ERROR|torch_loop" "$R/$name-agent.log" | tail -8
   kill $coord 2>/dev/null; wait $coord 2>/dev/null
@@ -92,20 +103,33 @@ coordinated() { # name, backend, extra agent args...
   local i=0
   for rep in $(find "$R/$name-store" -name '*.sqlite' | sort); do
     i=$((i + 1)); cp "$rep" "$R/$name-$i.sqlite"
+    "$PY" "$B/report_summary.py" "$R/$name-$i.sqlite"
     nsys stats -r cuda_gpu_kern_sum -f csv -o "$R/$name-$i" "$R/$name-$i.sqlite" >/dev/null 2>&1
   done
 }
+
+overhead() { # name, argv...: steps/s bare (twice), with nvtx+cupti, with nsys; reports dropped
+  local name=$1; shift
+  stamp "$name: overhead"
+  for run in bare bare cupti nsys; do
+    case $run in
+      bare) timeout 120 "$@" 2>&1 | grep "steps/s" ;;
+      cupti) timeout 120 "$B/nsight-agent" run --mode launch --backend nvtx+cupti --cupti-lib "$CUPTI" \
+               --storage-dir "$W/ovh-$name" --work-dir "$W/ovh-$name-work" -- "$@" 2>&1 | grep "steps/s" ;;
+      nsys) nsys profile -t cuda,nvtx --sample=none --cpuctxsw=none --force-overwrite=true \
+              -o "$W/ovh-$name" -- "$@" 2>&1 | grep "steps/s" ;;
+    esac | sed "s/^/  $run: /"
+  done
+}
+overhead cuda_sample "$W/cuda_sample" 60 50000
+overhead torch "$PY" "$B/torch_loop.py" 5000
+pack
 
 [ -n "$NSYS" ] && coordinated coord-nsys nsys --nsys "$NSYS" --tool-args "-t cuda,nvtx --sample=none --cpuctxsw=none"
 coordinated coord-cupti nvtx+cupti --cupti-lib "$CUPTI"
 
 stamp "pack"
-rm -rf "$R"/*-store "$R"/*-agent
 ls -la "$R"
-( cd "$R" && tar czf "$OUT/results.tar.gz" --exclude='*.nsys-rep' --exclude='*.qdstrm' . )
-if [ "$(stat -c %s "$OUT/results.tar.gz")" -gt 15000000 ]; then
-  echo "results over 15 MB: leaving out the nsys exports"
-  ( cd "$R" && tar czf "$OUT/results.tar.gz" --exclude='*.nsys-rep' --exclude='*.qdstrm' --exclude='*-nsys.sqlite' . )
-fi
+pack
 ls -la "$OUT"
 stamp "done"

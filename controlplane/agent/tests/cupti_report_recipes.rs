@@ -99,7 +99,7 @@ fn activity() -> CudaActivity {
     records.push(api(layout::kind::RUNTIME, 20, 10_500, 12_500, 1));
     records.push(api(layout::kind::DRIVER, 307, 6_990, 6_999, 7_000));
 
-    let c = Collector::new(1_000);
+    let c = Collector::new(1 << 20);
     for rec in &records {
         let d = decode(rec).unwrap();
         c.add(

@@ -8,8 +8,8 @@
 //!                                               libdw/libelf for nsys's importer)
 //!  GPU:    bash gpu-bundle/gpu-check.sh gpu-bundle $OUT  -> $OUT/gpu-check.log, results.tar.gz
 //!  here:   cargo xtask gpu-check fixtures $OUT/results.tar.gz
-//!                                            -> e2e/fixtures/gpu-check/ (reports and nsys stats
-//!                                               CSVs the tests compare: e2e/tests/gpu_check.rs)
+//!                                            -> controlplane/agent/tests/gpu-check/ (reports and
+//!                                               nsys stats CSVs: tests/gpu_check_reports.rs)
 //! ```
 
 use std::{
@@ -28,17 +28,27 @@ const SCRIPTS: &[&str] = &[
     "xtask/gpu/gpu-check.sh",
     "xtask/gpu/coordinate.py",
     "xtask/gpu/torch_loop.py",
+    "xtask/gpu/report_summary.py",
     "xtask/demo/cuda_sample.cu",
 ];
 /// Debian packages whose libraries nsys's QdstrmImporter needs (libdw.so.1, libelf.so.1).
 const IMPORTER_PACKAGES: &[&str] = &["libdw1", "libelf1"];
 
+/// Where the tests find them (`controlplane/agent/tests/gpu_check_reports.rs`).
+const FIXTURE_DIR: &str = "controlplane/agent/tests/gpu-check";
+
 /// The files of a GPU run the tests read: reports and nsys's CSVs, small enough to commit.
-const FIXTURE_SUFFIXES: &[&str] = &[
-    "-cupti.sqlite",
-    ".csv",
-    "coord-cupti-1.sqlite",
-    "coord-cupti-2.sqlite",
+const FIXTURE_FILES: &[&str] = &[
+    "cuda_sample-cupti.sqlite",
+    "cuda_sample-nsys.sqlite",
+    "cuda_sample-nsys_cuda_gpu_kern_sum.csv",
+    "cuda_sample-nsys_cuda_api_sum.csv",
+    "cuda_sample-cupti-by-nsys_cuda_gpu_kern_sum.csv",
+    "torch-cupti.sqlite",
+    "torch-nsys.sqlite",
+    "torch-nsys_cuda_gpu_kern_sum.csv",
+    "torch-nsys_cuda_api_sum.csv",
+    "torch-cupti-by-nsys_cuda_gpu_kern_sum.csv",
 ];
 
 pub fn run(layout: &Layout, args: &[String]) -> Result<()> {
@@ -104,8 +114,9 @@ fn bundle(layout: &Layout) -> Result<()> {
     for lib in walk(&debs.join("x"))? {
         let name = lib.file_name().map(|n| n.to_string_lossy().into_owned());
         if let Some(name) = name.filter(|n| n.contains(".so")) {
-            // The real file under its soname (the loader asks for libdw.so.1).
-            let soname = name.split(".so").next().unwrap_or_default().to_owned() + ".so.1";
+            // The real file under its soname: libdw-0.188.so -> libdw.so.1.
+            let stem = name.split(['-', '.']).next().unwrap_or_default();
+            let soname = format!("{stem}.so.1");
             fs::copy(&lib, dir.join("libs").join(&soname))?;
         }
     }
@@ -137,9 +148,9 @@ fn walk(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// Unpacks the files the tests read into `e2e/fixtures/gpu-check/`.
+/// Unpacks the files the tests read into [`FIXTURE_DIR`].
 fn fixtures(layout: &Layout, tarball: &Path) -> Result<()> {
-    let to = layout.root.join("e2e/fixtures/gpu-check");
+    let to = layout.root.join(FIXTURE_DIR);
     let scratch = layout.host_target().join("tmp/gpu-check-results");
     let _ = fs::remove_dir_all(&scratch);
     fs::create_dir_all(&scratch)?;
@@ -157,7 +168,7 @@ fn fixtures(layout: &Layout, tarball: &Path) -> Result<()> {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        if FIXTURE_SUFFIXES.iter().any(|s| name.ends_with(s)) {
+        if FIXTURE_FILES.contains(&name.as_str()) {
             fs::copy(&file, to.join(&name))?;
             kept += 1;
         }

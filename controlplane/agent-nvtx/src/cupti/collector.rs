@@ -2,9 +2,9 @@
 //! interned, capped in number. Safe Rust with names resolved by the caller, so it is tested
 //! without CUPTI; [`super::ffi`] feeds it from CUPTI's buffer callbacks.
 //!
-//! Invariants: at most `cap` records are held (more are counted in `dropped`, never stalling
-//! the program); [`Collector::take`] keeps only records that began inside the window and
-//! leaves the collector empty.
+//! Invariants: the records held take at most `cap` bytes (their in-memory size; more are
+//! counted in `dropped`, never stalling the program); [`Collector::take`] keeps only records
+//! that began inside the window and leaves the collector empty.
 
 use std::{
     collections::HashMap,
@@ -14,9 +14,21 @@ use std::{
 use super::decode::Decoded;
 use crate::cuda::{Api, CudaActivity};
 
-/// Records held per process at most, unless `NSIGHT_CUPTI_MAX_RECORDS` says otherwise: about
-/// 100 MB of decoded records.
-pub const DEFAULT_CAP: usize = 1_000_000;
+/// The memory decoded records may take per process, unless `NSIGHT_CUPTI_MAX_MIB` says
+/// otherwise: 256 MiB, about 2.6 million kernels or 4.5 million API calls.
+pub const DEFAULT_CAP_BYTES: usize = 256 << 20;
+
+/// What one record costs held (its struct; names are interned once).
+fn cost(record: &Decoded) -> usize {
+    use crate::cuda::{ApiCall, Kernel, Memcpy, Memset, Sync};
+    match record {
+        Decoded::Kernel { .. } => size_of::<Kernel>(),
+        Decoded::Memcpy(_) => size_of::<Memcpy>(),
+        Decoded::Memset(_) => size_of::<Memset>(),
+        Decoded::Api(_) => size_of::<ApiCall>(),
+        Decoded::Sync(_) => size_of::<Sync>(),
+    }
+}
 
 #[derive(Debug, Default)]
 struct Inner {
@@ -50,6 +62,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Collector {
+    /// A collector holding at most `cap` bytes of records.
     pub fn new(cap: usize) -> Self {
         Self {
             cap,
@@ -57,7 +70,7 @@ impl Collector {
         }
     }
 
-    /// Adds one record. `kernel_name` turns a kernel's name pointer into its name and
+    /// Adds one record (or counts it dropped when the cap is reached). `kernel_name` turns a kernel's name pointer into its name and
     /// `api_name` a call's domain and callback id into the function's name; each is called only
     /// when needed.
     pub fn add(
@@ -67,11 +80,12 @@ impl Collector {
         api_name: impl FnOnce(Api, u32) -> String,
     ) {
         let mut inner = lock(&self.inner);
-        if inner.held >= self.cap {
+        let cost = cost(&record);
+        if inner.held + cost > self.cap {
             inner.activity.dropped += 1;
             return;
         }
-        inner.held += 1;
+        inner.held += cost;
         match record {
             Decoded::Kernel {
                 mut kernel,
@@ -117,7 +131,7 @@ impl Collector {
         inner.activity
     }
 
-    /// How many records it holds.
+    /// The bytes the records held take.
     pub fn held(&self) -> usize {
         lock(&self.inner).held
     }
@@ -151,7 +165,7 @@ mod tests {
 
     #[test]
     fn names_are_interned_and_the_window_filters() {
-        let c = Collector::new(100);
+        let c = Collector::new(1 << 20);
         for (start, ptr) in [(5, 1), (10, 1), (20, 2), (30, 1), (40, 2)] {
             c.add(kernel(start, ptr), names, |_, _| unreachable!());
         }
@@ -184,7 +198,7 @@ mod tests {
 
     #[test]
     fn records_over_the_cap_are_counted_not_kept() {
-        let c = Collector::new(3);
+        let c = Collector::new(3 * size_of::<crate::cuda::Kernel>());
         for start in 0..5 {
             c.add(kernel(start, 1), names, |_, _| String::new());
         }

@@ -28,15 +28,29 @@ const DOMAIN_DRIVER: u32 = 1;
 const DOMAIN_RUNTIME: u32 = 2;
 
 /// The activity kinds recorded (`CUpti_ActivityKind`); SYNCHRONIZATION may be refused by an
-/// old CUPTI, which is fine.
+/// old CUPTI, which is fine. DRIVER only with `NSIGHT_CUPTI_DRIVER_API=1`: CUPTI reports every
+/// driver call, also those the runtime makes for each of its own calls (on an H200, 2 s of a
+/// PyTorch loop gave 919,688 API rows against nsys's 257,620), which filled the record cap and
+/// cost kernel rows.
 const KINDS: &[u32] = &[
     super::layout::kind::CONCURRENT_KERNEL,
     super::layout::kind::MEMCPY,
     super::layout::kind::MEMSET,
     super::layout::kind::RUNTIME,
-    super::layout::kind::DRIVER,
     super::layout::kind::SYNCHRONIZATION,
 ];
+
+/// `CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM`: API records carry the OS thread id (`gettid`), as the
+/// NVTX events do, instead of `pthread_self`.
+const THREAD_ID_SYSTEM: u32 = 1;
+
+fn kinds() -> Vec<u32> {
+    let mut kinds = KINDS.to_vec();
+    if std::env::var(super::ENV_DRIVER_API).is_ok_and(|v| v == "1") {
+        kinds.push(super::layout::kind::DRIVER);
+    }
+    kinds
+}
 
 /// One CUPTI buffer: 8 MiB, 8-byte aligned, as CUPTI's samples use.
 const BUFFER_WORDS: usize = 1 << 20;
@@ -68,6 +82,11 @@ struct State {
 }
 
 static STATE: OnceLock<State> = OnceLock::new();
+/// Set once the process is exiting and CUPTI was flushed for the last time: CUPTI may tear
+/// itself down right after, so nothing calls into it again.
+static EXITED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// The devices, read from the driver once CUDA is up (not at exit, when it may be gone).
+static DEVICES: OnceLock<Vec<Device>> = OnceLock::new();
 
 fn guard<R>(default: R, f: impl FnOnce() -> R) -> R {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or(default)
@@ -207,11 +226,12 @@ extern "C" fn timestamp() -> u64 {
     mono_ns()
 }
 
+/// The memory cap in bytes.
 fn cap() -> usize {
-    std::env::var(super::ENV_MAX_RECORDS)
+    std::env::var(super::ENV_MAX_MIB)
         .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(super::collector::DEFAULT_CAP)
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .map_or(super::collector::DEFAULT_CAP_BYTES, |mib| mib << 20)
 }
 
 /// Loads CUPTI and registers the callbacks, once. Called by the CUDA driver's injection.
@@ -231,6 +251,13 @@ fn init() -> &'static State {
                 let real = i64::try_from(clock(libc::CLOCK_REALTIME)).unwrap_or(0);
                 let mono = i64::try_from(mono_ns()).unwrap_or(0);
                 shift = mono - real;
+            }
+            if let Some(p) = symbol(h, "cuptiSetThreadIdType") {
+                // SAFETY: cuptiSetThreadIdType(CUpti_ActivityThreadIdType).
+                let set = unsafe {
+                    std::mem::transmute::<*mut c_void, extern "C" fn(u32) -> CuptiResult>(p)
+                };
+                let _ = set(THREAD_ID_SYSTEM);
             }
             let register = required!(
                 h,
@@ -374,7 +401,7 @@ fn set_enabled(state: &State, on: bool) {
     if *enabled == on {
         return;
     }
-    for &k in KINDS {
+    for k in kinds() {
         let _ = if on {
             (cupti.enable)(k)
         } else {
@@ -396,6 +423,14 @@ pub extern "C" fn InitializeInjection() -> c_int {
         if let Err(why) = &state.cupti {
             eprintln!("nsight-cupti: GPU activity is not recorded: {why}");
         }
+        if state.cupti.is_ok() {
+            // Registered after CUPTI loaded, so it runs before CUPTI's own exit handlers
+            // (atexit runs in reverse order): the last flush reaches a live CUPTI.
+            // SAFETY: registering a plain extern "C" function with no arguments.
+            unsafe {
+                libc::atexit(flush_at_exit);
+            }
+        }
         if crate::ffi::is_recording() {
             set_enabled(state, true);
         }
@@ -403,17 +438,43 @@ pub extern "C" fn InitializeInjection() -> c_int {
     })
 }
 
+/// The last flush, at exit, while CUPTI is still alive; the dump written after it (by the NVTX
+/// side's exit handler) only reads what was collected.
+extern "C" fn flush_at_exit() {
+    guard((), || {
+        if crate::ffi::is_recording() {
+            cache_devices();
+            before_stop(false);
+        }
+        EXITED.store(true, std::sync::atomic::Ordering::SeqCst);
+    });
+}
+
+fn cache_devices() {
+    if DEVICES.get().is_none() {
+        let found = devices();
+        if !found.is_empty() {
+            let _ = DEVICES.set(found);
+        }
+    }
+}
+
 /// A window opened: record GPU activity.
 pub(crate) fn on_start() {
     if let Some(state) = STATE.get() {
+        cache_devices();
         set_enabled(state, true);
     }
 }
 
 /// A window is closing: stop recording and have CUPTI hand over every buffer.
 pub(crate) fn before_stop(keep_recording: bool) {
+    if EXITED.load(std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
     let Some(state) = STATE.get() else { return };
     let Ok(cupti) = &state.cupti else { return };
+    cache_devices();
     if !keep_recording {
         set_enabled(state, false);
     }
@@ -427,7 +488,7 @@ pub(crate) fn take(start_ns: u64, end_ns: u64) -> Option<CudaActivity> {
     match &state.cupti {
         Ok(cupti) => {
             activity.cupti = format!("{} (CUPTI API {})", cupti.path, cupti.version);
-            activity.devices = devices();
+            activity.devices = DEVICES.get().cloned().unwrap_or_default();
         }
         Err(why) => activity.unavailable = Some(why.clone()),
     }
@@ -554,11 +615,12 @@ fn devices() -> Vec<Device> {
     })
 }
 
-/// `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`, as nvidia-smi and nsys print a device's UUID.
+/// `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`, as nsys's `TARGET_INFO_GPU.uuid` has it (nvidia-smi
+/// adds a `GPU-` prefix).
 pub fn format_uuid(b: &[u8; 16]) -> String {
     let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
     format!(
-        "GPU-{}-{}-{}-{}-{}",
+        "{}-{}-{}-{}-{}",
         &hex[0..8],
         &hex[8..12],
         &hex[12..16],

@@ -12,7 +12,8 @@
 //! program runs on untouched and the dump says why (`CudaActivity::unavailable`).
 //!
 //! Environment (set by the agent): `NSIGHT_CUPTI_LIB` (the libcupti to load; else the process's
-//! own, `CUDA_HOME`'s, or the loader's), `NSIGHT_CUPTI_MAX_RECORDS` (the cap per process).
+//! own, `CUDA_HOME`'s, or the loader's), `NSIGHT_CUPTI_MAX_MIB` (the memory cap per process),
+//! `NSIGHT_CUPTI_DRIVER_API=1` (driver calls too).
 
 pub mod collector;
 pub mod decode;
@@ -21,8 +22,10 @@ pub mod layout;
 
 /// Environment variable naming the libcupti to load.
 pub const ENV_LIB: &str = "NSIGHT_CUPTI_LIB";
-/// Environment variable capping the records held per process.
-pub const ENV_MAX_RECORDS: &str = "NSIGHT_CUPTI_MAX_RECORDS";
+/// Environment variable capping the memory the records held per process take (MiB).
+pub const ENV_MAX_MIB: &str = "NSIGHT_CUPTI_MAX_MIB";
+/// Environment variable: `1` to record CUDA driver API calls too.
+pub const ENV_DRIVER_API: &str = "NSIGHT_CUPTI_DRIVER_API";
 
 /// Where libcupti is looked for, in order, when `NSIGHT_CUPTI_LIB` is not set: the loader's
 /// search path first (the process's own CUDA), then `CUDA_HOME` and the usual install prefixes.
