@@ -3,7 +3,7 @@
 //!
 //! - the agent's CUPTI report and nsys's report of the same fixed-step workload (`cuda_sample`
 //!   5000 steps, a PyTorch loop 200 steps) launch the same kernels the same number of times, and
-//!   their GPU time per kernel agrees within 2%;
+//!   their GPU time agrees within 2% (each kernel's within 5%: two runs, two clocks);
 //! - our cuda_gpu_kern_sum recipe equals NVIDIA's `nsys stats -r cuda_gpu_kern_sum` on the same
 //!   file, for nsys's own export and for the agent's CUPTI report alike (nsys read our report).
 
@@ -128,7 +128,12 @@ fn nsys_stats_reads_the_agents_cupti_report_as_our_recipe_does() {
 }
 
 #[test]
-fn cupti_and_nsys_see_the_same_kernels_within_two_percent() {
+fn cupti_and_nsys_see_the_same_kernels_and_the_same_gpu_time() {
+    // Two separate runs of the same workload (no two profilers can trace one run): the kernels
+    // and their counts must be equal; GPU time varies between runs (clocks, a busy machine), so
+    // the sum over all kernels must agree within 2% and each kernel's within 5%. Seen on an
+    // H200 (docs/agent.md): within 0.2% for cuda_sample; for the PyTorch loop the sum within
+    // 0.6%, one small elementwise kernel 3.9% lower in one run and within 0.75% in another.
     for (w, kernels) in [("cuda_sample", 10_000), ("torch", 1_028)] {
         let cupti = recipe(&format!("{w}-cupti.sqlite"), &[("name", "base")]);
         let nsys = recipe(&format!("{w}-nsys.sqlite"), &[("name", "base")]);
@@ -137,18 +142,22 @@ fn cupti_and_nsys_see_the_same_kernels_within_two_percent() {
             nsys.keys().collect::<Vec<_>>(),
             "{w}: the same kernels"
         );
-        let mut launched = 0;
+        let (mut launched, mut sum, mut sum_nsys) = (0, 0, 0);
         for (name, (n, total, _, _)) in &cupti {
             let (n_nsys, total_nsys, _, _) = nsys[name];
             assert_eq!(*n, n_nsys, "{w}: {name} instances");
             let diff = (*total - total_nsys).abs() as f64 / total_nsys as f64;
             assert!(
-                diff <= 0.02,
+                diff <= 0.05,
                 "{w}: {name} total {total} vs nsys {total_nsys} ({:.2}%)",
                 diff * 100.0
             );
             launched += n;
+            sum += total;
+            sum_nsys += total_nsys;
         }
         assert_eq!(launched, kernels, "{w}");
+        let diff = (sum - sum_nsys).abs() as f64 / sum_nsys as f64;
+        assert!(diff <= 0.02, "{w}: GPU time {sum} vs nsys {sum_nsys}");
     }
 }
