@@ -35,7 +35,7 @@ use serde_json::{json, Value};
 #[path = "support/node_release.rs"]
 mod node_release;
 
-use node_release::{b64, condition, helm_on, Release};
+use node_release::{b64, condition, free_ports, helm_on, Release};
 
 const AGENT_WAIT: Duration = Duration::from_secs(120);
 /// The gateway's API key in this test.
@@ -50,16 +50,6 @@ impl Drop for Helper<'_> {
     fn drop(&mut self) {
         let _ = self.0.run(&["port-forward", "stop"]);
     }
-}
-
-/// Two loopback ports free now.
-fn free_ports() -> (u16, u16) {
-    let a = std::net::TcpListener::bind(("127.0.0.1", 0)).expect("port");
-    let b = std::net::TcpListener::bind(("127.0.0.1", 0)).expect("port");
-    (
-        a.local_addr().expect("addr").port(),
-        b.local_addr().expect("addr").port(),
-    )
 }
 
 /// The chart's values in this test: images imported (never pulled), no perf-event DaemonSet

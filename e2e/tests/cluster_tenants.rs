@@ -30,7 +30,7 @@ use serde_json::{json, Value};
 #[path = "support/node_release.rs"]
 mod node_release;
 
-use node_release::{b64, condition, sample_deployment, Release};
+use node_release::{b64, condition, free_ports, sample_deployment, Release};
 
 const VALUES: &str =
     "image: {pullPolicy: Never}\nmachineConfig: null\nmultiTenant: {enabled: true}\n";
@@ -60,16 +60,6 @@ impl Drop for Helpers<'_> {
             let _ = t.cli().run(&["port-forward", "stop"]);
         }
     }
-}
-
-fn free_ports() -> String {
-    let a = std::net::TcpListener::bind(("127.0.0.1", 0)).expect("port");
-    let b = std::net::TcpListener::bind(("127.0.0.1", 0)).expect("port");
-    format!(
-        "{},{}",
-        a.local_addr().expect("addr").port(),
-        b.local_addr().expect("addr").port()
-    )
 }
 
 #[test]
@@ -273,7 +263,8 @@ fn two_tenants_are_auto_provisioned_and_isolated() {
 
 /// `autoconfigure -n <namespace>` on free loopback ports.
 fn configure(cli: &Cli<'_>, env: &[(&str, &OsStr)], namespace: &str) {
-    let ports = free_ports();
+    let (http_port, storage_port) = free_ports();
+    let ports = format!("{http_port},{storage_port}");
     let (code, out, err) = cli.run_env(
         &[
             "--output",

@@ -25,6 +25,16 @@ pub fn helm_on(kubeconfig: &std::path::Path, args: &[&str]) -> String {
     helm(&all)
 }
 
+/// Two loopback ports free now (for `nsight-cloud port-forward`'s gateway and storage ports).
+pub fn free_ports() -> (u16, u16) {
+    let a = std::net::TcpListener::bind(("127.0.0.1", 0)).expect("port");
+    let b = std::net::TcpListener::bind(("127.0.0.1", 0)).expect("port");
+    (
+        a.local_addr().expect("addr").port(),
+        b.local_addr().expect("addr").port(),
+    )
+}
+
 pub fn b64(s: &str) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.encode(s)
