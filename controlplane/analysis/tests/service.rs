@@ -50,6 +50,7 @@ fn a_job_writes_the_recipes_csv_a_notebook_and_a_page() {
             "cuda_api_gpu_sum",
             "cuda_api_sum",
             "cuda_gpu_kern_hist",
+            "cuda_gpu_kern_pace",
             "cuda_gpu_kern_sum",
             "cuda_gpu_mem_size_sum",
             "cuda_gpu_mem_time_sum",
