@@ -171,7 +171,7 @@ fn kern_pace(report: &dyn Report, args: &[(String, String)]) -> Result<Output, S
             NAME,
             &format!(
                 "Pace of {} ({} iterations)",
-                wanted.as_deref().unwrap_or_default(),
+                shorten(wanted.as_deref().unwrap_or_default()),
                 instances.len()
             ),
             "iteration",
@@ -186,6 +186,19 @@ fn kern_pace(report: &dyn Report, args: &[(String, String)]) -> Result<Output, S
         ));
     }
     Ok(out)
+}
+
+/// `name` cut to 60 characters (with an ellipsis) for the chart's title; template kernel
+/// names run to hundreds.
+fn shorten(name: &str) -> String {
+    const MAX: usize = 60;
+    if name.chars().count() <= MAX {
+        name.to_owned()
+    } else {
+        let mut short: String = name.chars().take(MAX - 1).collect();
+        short.push('\u{2026}');
+        short
+    }
 }
 
 /// Each instance's duration, and its gap since the previous instance ended (none for the
