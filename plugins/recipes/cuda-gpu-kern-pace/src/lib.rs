@@ -8,17 +8,15 @@
 //!  StringIds (value = --name) ─ ids ─> CUPTI_ACTIVITY_KIND_KERNEL (demangledName, else shortName)
 //!        └─ rows by (start, end, rowid) ─> iterations table ─> stats table + SVG line chart
 //! ```
-//! This module owns the argument rules and the table shapes; the statistics and rounding are
-//! the SDK's (`Stats`, `round_half_away`), the drawing is `chart`'s. It must not read other
-//! tables than the kernels and `StringIds`.
-
-mod chart;
+//! This module owns the argument rules and which kernels count; the tables, statistics and
+//! chart are the SDK's (`nsight_recipe_sdk::pace`). It must not read other tables than the
+//! kernels and `StringIds`.
 
 use std::collections::BTreeSet;
 
 use nsight_recipe_sdk::{
-    round_half_away, string_values, time_value, time_window, Args, Column, ColumnKind, Output,
-    Report, Schema, Stats, Table, TimeUnit, Value, FILTER_ARGS, STATS_ARGUMENTS,
+    pace::{pace_output, Instance},
+    string_values, time_window, Args, Output, Report, Schema, Value, FILTER_ARGS, STATS_ARGUMENTS,
 };
 
 nsight_recipe_sdk::recipe_component!(KernPace);
@@ -56,15 +54,6 @@ impl Guest for KernPace {
     fn run(args: Vec<(String, String)>) -> Result<WitOutput, String> {
         wit_run(args, kern_pace)
     }
-}
-
-/// One instance of the kernel.
-struct Instance {
-    start: i64,
-    end: i64,
-    pid: Option<i64>,
-    device: Option<i64>,
-    stream: Option<i64>,
 }
 
 fn kern_pace(report: &dyn Report, args: &[(String, String)]) -> Result<Output, String> {
@@ -137,8 +126,8 @@ fn kern_pace(report: &dyn Report, args: &[(String, String)]) -> Result<Output, S
                     start,
                     end,
                     pid: int(2),
-                    device: int(3),
-                    stream: int(4),
+                    place: int(3),
+                    lane: int(4),
                 });
             }
             Ok(())
@@ -155,159 +144,15 @@ fn kern_pace(report: &dyn Report, args: &[(String, String)]) -> Result<Output, S
             ));
         }
     }
-    let (durations, gaps) = pace(&instances);
-    out.tables
-        .push(iterations_table(unit, &instances, &durations, &gaps));
-    let mut d: Vec<i64> = durations.clone();
-    let mut g: Vec<i64> = gaps.iter().flatten().copied().collect();
-    out.tables.push(stats_table(
+    pace_output(
+        &mut out,
+        NAME,
+        wanted.as_deref().unwrap_or_default(),
         unit,
-        &[("Duration", Stats::of(&mut d)), ("Gap", Stats::of(&mut g))],
-    ));
-    if instances.len() > 1 {
-        let scale = |v: i64| v as f64 / unit.nanos();
-        let u = unit.suffix();
-        out.figures.push(chart::line_chart(
-            NAME,
-            &format!(
-                "Pace of {} ({} iterations)",
-                shorten(wanted.as_deref().unwrap_or_default()),
-                instances.len()
-            ),
-            "iteration",
-            &format!("time ({u})"),
-            &[
-                ("duration", durations.iter().map(|&v| scale(v)).collect()),
-                (
-                    "gap since previous end",
-                    gaps.iter().map(|g| g.map_or(f64::NAN, scale)).collect(),
-                ),
-            ],
-        ));
-    }
+        &instances,
+        ["PID", "Device", "Stream"],
+    );
     Ok(out)
-}
-
-/// `name` cut to 60 characters (with an ellipsis) for the chart's title; template kernel
-/// names run to hundreds.
-fn shorten(name: &str) -> String {
-    const MAX: usize = 60;
-    if name.chars().count() <= MAX {
-        name.to_owned()
-    } else {
-        let mut short: String = name.chars().take(MAX - 1).collect();
-        short.push('\u{2026}');
-        short
-    }
-}
-
-/// Each instance's duration, and its gap since the previous instance ended (none for the
-/// first; negative when the two overlap, on different streams).
-fn pace(instances: &[Instance]) -> (Vec<i64>, Vec<Option<i64>>) {
-    let durations = instances.iter().map(|i| i.end - i.start).collect();
-    let gaps = instances
-        .iter()
-        .enumerate()
-        .map(|(n, i)| {
-            n.checked_sub(1)
-                .and_then(|p| instances.get(p))
-                .map(|prev| i.start - prev.end)
-        })
-        .collect();
-    (durations, gaps)
-}
-
-fn time_kind(unit: TimeUnit) -> ColumnKind {
-    if unit == TimeUnit::Nsec {
-        ColumnKind::Int
-    } else {
-        ColumnKind::Real
-    }
-}
-
-fn iterations_table(
-    unit: TimeUnit,
-    instances: &[Instance],
-    durations: &[i64],
-    gaps: &[Option<i64>],
-) -> Table {
-    let u = unit.suffix();
-    let kind = time_kind(unit);
-    let opt = |v: Option<i64>| v.map_or(Value::Null, Value::Int);
-    let mut accum = 0i64;
-    let rows = instances
-        .iter()
-        .zip(durations)
-        .zip(gaps)
-        .enumerate()
-        .map(|(n, ((i, &d), &g))| {
-            accum = accum.saturating_add(g.unwrap_or(0));
-            vec![
-                Value::Int(i64::try_from(n).unwrap_or(i64::MAX)),
-                time_value(unit, i.start),
-                time_value(unit, i.end),
-                time_value(unit, d),
-                g.map_or(Value::Null, |g| time_value(unit, g)),
-                time_value(unit, accum),
-                opt(i.pid),
-                opt(i.device),
-                opt(i.stream),
-            ]
-        })
-        .collect();
-    let time = |name: &str| Column::new(format!("{name} ({u})"), kind, Some(u));
-    Table {
-        name: NAME.into(),
-        columns: vec![
-            Column::new("Iteration", ColumnKind::Int, None),
-            time("Start"),
-            time("End"),
-            time("Duration"),
-            time("Gap"),
-            time("Gap Accum"),
-            Column::new("PID", ColumnKind::Int, None),
-            Column::new("Device", ColumnKind::Int, None),
-            Column::new("Stream", ColumnKind::Int, None),
-        ],
-        rows,
-    }
-}
-
-/// Count, Avg, Med, Min, Max, StdDev of durations and gaps, rounded as the summaries (one
-/// decimal in ns, then divided for another unit).
-fn stats_table(unit: TimeUnit, stats: &[(&str, Option<Stats>)]) -> Table {
-    let u = unit.suffix();
-    let kind = time_kind(unit);
-    let real = |x: f64| Value::Real(round_half_away(x, 1) / unit.nanos());
-    let rows = stats
-        .iter()
-        .filter_map(|(what, s)| s.map(|s| (what, s)))
-        .map(|(what, s)| {
-            vec![
-                Value::Text((*what).to_owned()),
-                Value::Int(i64::try_from(s.count).unwrap_or(i64::MAX)),
-                real(s.mean),
-                real(s.median),
-                time_value(unit, s.min),
-                time_value(unit, s.max),
-                real(s.stddev),
-            ]
-        })
-        .collect();
-    let time = |name: &str, kind| Column::new(format!("{name} ({u})"), kind, Some(u));
-    Table {
-        name: format!("{NAME}_stats"),
-        columns: vec![
-            Column::new("Measure", ColumnKind::Text, None),
-            Column::new("Count", ColumnKind::Int, None),
-            time("Avg", ColumnKind::Real),
-            time("Med", ColumnKind::Real),
-            time("Min", kind),
-            time("Max", kind),
-            time("StdDev", ColumnKind::Real),
-        ],
-        rows,
-    }
 }
 
 /// The `StringIds` ids whose value is `name`.
