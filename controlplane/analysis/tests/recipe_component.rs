@@ -75,6 +75,11 @@ fn every_recipe_describes_itself() {
             "cuda_gpu_kern_pace",
             &["name", "timeunit", "filter-time", "filter-nvtx"][..],
         ),
+        (
+            "nvtx_pace",
+            "nvtx_pace",
+            &["name", "timeunit", "filter-time", "filter-nvtx"][..],
+        ),
     ] {
         let component = host
             .load(&wasm_artifact(&format!("recipes/{file}.wasm")))

@@ -43,6 +43,9 @@ mod um;
 // cuda_gpu_kern_pace against its oracles.
 #[path = "oracle/kern_pace.rs"]
 mod kern_pace;
+// nvtx_pace against its oracles.
+#[path = "oracle/nvtx_pace.rs"]
+mod nvtx_pace;
 
 use common::{
     has_column, has_table,

@@ -63,6 +63,7 @@ fn a_job_writes_the_recipes_csv_a_notebook_and_a_page() {
             "gpu_time_util",
             "nvtx_gpu_proj_sum",
             "nvtx_kern_sum",
+            "nvtx_pace",
             "nvtx_sum",
             "osrt_sum",
             "sql",
