@@ -215,4 +215,19 @@ fn cuda_gpu_kern_pace_refuses_a_missing_or_unknown_name_and_lists_the_kernels() 
     assert!(bad_unit.contains("years"), "{bad_unit}");
     let unknown_arg = err(&[("name", "test0"), ("bins", "3")]);
     assert!(unknown_arg.contains("bins"), "{unknown_arg}");
+    let name = "test0(double *, unsigned long long, unsigned long long)";
+    let out = run(
+        "cuda_gpu_kern_pace",
+        &report,
+        &[("name", name), ("filter-time", "0/1")],
+    );
+    assert!(out.tables.iter().all(|t| t.rows.is_empty()), "{out:?}");
+    assert!(out.figures.is_empty());
+    assert!(
+        out.notes
+            .iter()
+            .any(|n| n.contains("has no instance inside the time window")),
+        "{:?}",
+        out.notes
+    );
 }

@@ -231,4 +231,17 @@ fn nvtx_pace_refuses_a_missing_or_unknown_name_and_lists_the_ranges() {
         "{unknown}"
     );
     assert!(unknown.contains(listed), "{unknown}");
+    let out = run(
+        "nvtx_pace",
+        &report,
+        &[("name", "main"), ("filter-time", "0/1")],
+    );
+    assert!(out.tables.iter().all(|t| t.rows.is_empty()), "{out:?}");
+    assert!(
+        out.notes
+            .iter()
+            .any(|n| n.contains("has no instance inside the time window")),
+        "{:?}",
+        out.notes
+    );
 }
