@@ -70,6 +70,16 @@ fn every_recipe_describes_itself() {
             "cuda_memcpy_sync",
             &["timeunit", "rows", "filter-time", "filter-nvtx"][..],
         ),
+        (
+            "cuda_gpu_kern_pace",
+            "cuda_gpu_kern_pace",
+            &["name", "timeunit", "filter-time", "filter-nvtx"][..],
+        ),
+        (
+            "nvtx_pace",
+            "nvtx_pace",
+            &["name", "timeunit", "filter-time", "filter-nvtx"][..],
+        ),
     ] {
         let component = host
             .load(&wasm_artifact(&format!("recipes/{file}.wasm")))

@@ -40,6 +40,12 @@ mod gpu_proj;
 // um_sum against its oracle, on an export built by the test.
 #[path = "oracle/um.rs"]
 mod um;
+// cuda_gpu_kern_pace against its oracles.
+#[path = "oracle/kern_pace.rs"]
+mod kern_pace;
+// nvtx_pace against its oracles.
+#[path = "oracle/nvtx_pace.rs"]
+mod nvtx_pace;
 
 use common::{
     has_column, has_table,

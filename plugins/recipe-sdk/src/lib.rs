@@ -25,6 +25,7 @@ pub mod memops;
 mod names;
 mod numbers;
 pub mod nvtx;
+pub mod pace;
 mod report;
 mod stats;
 mod summary;

@@ -57,6 +57,8 @@ pub const RECIPES: &[(&str, &str)] = &[
     ("nsight-recipe-um-sum", "um_sum"),
     ("nsight-recipe-cuda-api-gpu-sum", "cuda_api_gpu_sum"),
     ("nsight-recipe-cuda-memcpy-sync", "cuda_memcpy_sync"),
+    ("nsight-recipe-cuda-gpu-kern-pace", "cuda_gpu_kern_pace"),
+    ("nsight-recipe-nvtx-pace", "nvtx_pace"),
 ];
 /// Recipe components only the tests load (they break the rules on purpose): never in
 /// `dist/recipes/`, so no service or CLI installs them.
