@@ -28,7 +28,10 @@ pub(super) fn alive_pid(state: &Path, daemon: &str) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // A zombie (state Z) is not running.
     let state_char = stat.rsplit(')').next()?.split_whitespace().next()?;
-    (state_char != "Z" && String::from_utf8_lossy(&cmdline).contains(daemon)).then_some(pid)
+    // An empty command line is a process in the middle of `execve` (setsid becoming the
+    // daemon): alive. CI once read it in that instant and took containerd for dead.
+    let named = cmdline.is_empty() || String::from_utf8_lossy(&cmdline).contains(daemon);
+    (state_char != "Z" && named).then_some(pid)
 }
 
 /// The daemons `up` started, kept while it waits so that one that dies is reported with its
@@ -118,10 +121,14 @@ fn spawn(state: &Path, daemon: &str, bin: &Path, args: &[String]) -> Result<std:
         .spawn()
         .with_context(|| format!("cannot start {daemon} ({})", bin.display()))?;
     std::fs::write(pid_file(state, daemon), child.id().to_string())?;
-    // Until `setsid` has exec'd the daemon, /proc shows this process's command line: wait for
-    // the exec so that `alive_pid` (which checks the program's name) sees it.
+    // Until `setsid` has exec'd the daemon, /proc shows setsid (whose arguments name the
+    // daemon too): wait until the process runs the daemon's own binary.
+    let exe = format!("/proc/{}/exe", child.id());
+    let want = std::fs::canonicalize(bin).unwrap_or_else(|_| bin.to_path_buf());
     let deadline = Instant::now() + Duration::from_secs(5);
-    while alive_pid(state, daemon).is_none() && Instant::now() < deadline {
+    while std::fs::read_link(&exe).ok().as_deref() != Some(want.as_path())
+        && Instant::now() < deadline
+    {
         std::thread::sleep(Duration::from_millis(10));
     }
     Ok(child)
