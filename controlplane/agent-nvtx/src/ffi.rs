@@ -36,11 +36,11 @@ thread_local! {
 }
 
 /// Runs `f`, or returns `default` if it panics.
-fn guard<R>(default: R, f: impl FnOnce() -> R) -> R {
+pub(crate) fn guard<R>(default: R, f: impl FnOnce() -> R) -> R {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or(default)
 }
 
-fn clock(id: libc::clockid_t) -> u64 {
+pub(crate) fn clock(id: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -53,7 +53,7 @@ fn clock(id: libc::clockid_t) -> u64 {
     u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(ts.tv_nsec).unwrap_or(0)
 }
 
-fn now() -> u64 {
+pub(crate) fn now() -> u64 {
     clock(libc::CLOCK_MONOTONIC)
 }
 

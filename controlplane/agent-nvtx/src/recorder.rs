@@ -87,7 +87,7 @@ pub struct Recorder {
 }
 
 /// Locks, recovering from a poisoned mutex (a panic elsewhere must not stop recording).
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 

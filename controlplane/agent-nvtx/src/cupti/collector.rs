@@ -6,13 +6,11 @@
 //! counted in `dropped`, never stalling the program); [`Collector::take`] keeps only records
 //! that began inside the window and leaves the collector empty.
 
-use std::{
-    collections::HashMap,
-    sync::{Mutex, MutexGuard, PoisonError},
-};
+use std::{collections::HashMap, sync::Mutex};
 
 use super::decode::Decoded;
 use crate::cuda::{Api, CudaActivity};
+use crate::recorder::lock;
 
 /// Runtime calls left out of the report, as nsys leaves them out unless asked for every API
 /// (`--cuda-trace-all-apis`): frequent getters that say nothing about the GPU's work. In 200
@@ -75,10 +73,6 @@ impl Inner {
 pub struct Collector {
     cap: usize,
     inner: Mutex<Inner>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Collector {

@@ -1,7 +1,8 @@
 //! The C side of the CUPTI capture: the CUDA injection entry point (`InitializeInjection`),
 //! loading libcupti with `dlopen`, the buffer callbacks, enabling and flushing activity, and the
-//! devices from the CUDA driver. Every callback runs under `catch_unwind`; nothing here blocks
-//! the program beyond CUPTI's own calls.
+//! devices from the CUDA driver. Every callback runs under `crate::ffi::guard`
+//! (`catch_unwind`); nothing here blocks the program beyond CUPTI's own calls. The clocks and the
+//! guard are the NVTX side's.
 
 #![allow(
     unsafe_code,
@@ -10,12 +11,12 @@
 
 use std::{
     ffi::{c_char, c_int, c_void, CStr, CString},
-    panic::{catch_unwind, AssertUnwindSafe},
     sync::{Mutex, OnceLock, PoisonError},
 };
 
 use super::{collector::Collector, decode};
 use crate::cuda::{Api, CudaActivity, Device};
+use crate::ffi::{clock, guard, now};
 
 type CuptiResult = c_int;
 type BufferRequested = extern "C" fn(*mut *mut u8, *mut usize, *mut usize);
@@ -87,10 +88,6 @@ static STATE: OnceLock<State> = OnceLock::new();
 static EXITED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 /// The devices, read from the driver once CUDA is up (not at exit, when it may be gone).
 static DEVICES: OnceLock<Vec<Device>> = OnceLock::new();
-
-fn guard<R>(default: R, f: impl FnOnce() -> R) -> R {
-    catch_unwind(AssertUnwindSafe(f)).unwrap_or(default)
-}
 
 fn dl_error() -> String {
     // SAFETY: dlerror returns null or a C string valid until the next dl call on this thread.
@@ -206,24 +203,8 @@ fn load() -> Result<(Cupti, *mut c_void), String> {
     Ok((cupti, h))
 }
 
-fn mono_ns() -> u64 {
-    clock(libc::CLOCK_MONOTONIC)
-}
-
-fn clock(id: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid, writable timespec.
-    if unsafe { libc::clock_gettime(id, &mut ts) } != 0 {
-        return 0;
-    }
-    u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(ts.tv_nsec).unwrap_or(0)
-}
-
 extern "C" fn timestamp() -> u64 {
-    mono_ns()
+    now()
 }
 
 /// The memory cap in bytes.
@@ -249,7 +230,7 @@ fn init() -> &'static State {
             });
             if !ours {
                 let real = i64::try_from(clock(libc::CLOCK_REALTIME)).unwrap_or(0);
-                let mono = i64::try_from(mono_ns()).unwrap_or(0);
+                let mono = i64::try_from(now()).unwrap_or(0);
                 shift = mono - real;
             }
             if let Some(p) = symbol(h, "cuptiSetThreadIdType") {
