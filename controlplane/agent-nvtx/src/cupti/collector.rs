@@ -32,7 +32,7 @@ fn base_name(name: &str) -> &str {
 }
 
 /// The memory decoded records may take per process, unless `NSIGHT_CUPTI_MAX_MIB` says
-/// otherwise: 256 MiB, about 2.6 million kernels or 4.5 million API calls.
+/// otherwise: 256 MiB, about 2.6 million kernels or 5.6 million API calls.
 pub const DEFAULT_CAP_BYTES: usize = 256 << 20;
 
 /// What one record costs held (its struct; names are interned once).
