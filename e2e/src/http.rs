@@ -62,6 +62,30 @@ pub fn request(
     parse(&read_response(&mut stream)?)
 }
 
+/// One GET whose body is binary: the response (its `body` lossy text) and the body's bytes
+/// (up to Content-Length; no chunked bodies).
+pub fn get_bytes(
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> std::io::Result<(Response, Vec<u8>)> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let mut req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    stream.write_all(req.as_bytes())?;
+    let raw = read_response(&mut stream)?;
+    let body = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|end| raw[end + 4..].to_vec())
+        .unwrap_or_default();
+    Ok((parse(&raw)?, body))
+}
+
 /// Reads one response: up to Content-Length when the server gives one (so a latency
 /// measurement does not include the connection close), else to the end of the stream.
 fn read_response(stream: &mut TcpStream) -> std::io::Result<Vec<u8>> {

@@ -11,6 +11,7 @@
 //! ```
 
 pub mod service;
+pub mod timeline;
 
 // The host library, re-exported so `nsight_analysis::RecipeHost` and friends keep their paths.
 pub use nsight_recipe_host::{

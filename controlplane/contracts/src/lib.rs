@@ -26,5 +26,6 @@ pub mod openapi;
 pub mod problem;
 pub mod routes;
 pub mod table;
+pub mod timeline;
 
 pub use problem::Problem;

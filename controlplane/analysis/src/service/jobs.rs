@@ -67,6 +67,8 @@ pub struct Inner {
     /// Reports are fetched below this directory, one subdirectory per running job.
     pub work_dir: PathBuf,
     pub permits: Arc<Semaphore>,
+    /// Report timelines, indexed on first use.
+    pub timelines: super::timelines::Timelines,
     jobs: Mutex<BTreeMap<Uuid, JobRecord>>,
     records: Mutex<Records>,
     cancels: Mutex<HashMap<Uuid, CancelHandle>>,
@@ -111,6 +113,7 @@ impl Service {
             catalog,
             host,
             store,
+            timelines: super::timelines::Timelines::new(work_dir.join("timeline")),
             work_dir,
             permits: Arc::new(Semaphore::new(max_concurrent_jobs.max(1))),
             jobs: Mutex::new(jobs),

@@ -23,7 +23,9 @@ pub mod problem;
 pub mod records;
 pub use nsight_recipe_host::render;
 pub mod rest;
+mod rest_timeline;
 pub mod runner;
+pub mod timelines;
 
 use std::{net::SocketAddr, path::PathBuf};
 

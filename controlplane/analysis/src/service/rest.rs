@@ -39,6 +39,7 @@ pub fn router(svc: Service) -> Router {
         .route("/jobs/{id}/files/{name}", get(job_file))
         .route("/jobs/{id}/notebook.html", get(job_html))
         .route("/jobs/{id}/cancel", post(cancel_job))
+        .merge(super::rest_timeline::routes())
         .route(routes::OPENAPI, get(|| async { Json(openapi::document()) }))
         .fallback(|| async { Problem::new(404, "no such endpoint; see /v1/openapi.json") })
         .with_state(svc);
