@@ -261,6 +261,10 @@ pub fn analysis() -> Value {
             ])
         }}
     });
+    let mut paths = paths;
+    if let (Some(all), Value::Object(more)) = (paths.as_object_mut(), timeline_paths(&s)) {
+        all.extend(more);
+    }
     document(
         "Nsight Analysis API",
         &format!("Recipes (sandboxed Wasm components) run as jobs over a session's reports in storage; outputs are CSVs, SVG figures, a Jupyter notebook and an HTML page. Behind the gateway at {}.", routes::ANALYSIS_V1),
@@ -268,6 +272,63 @@ pub fn analysis() -> Value {
         paths,
         s,
     )
+}
+
+/// The timeline routes of the analysis service (docs/timeline.md).
+fn timeline_paths(s: &Schemas) -> Value {
+    use crate::timeline::*;
+    let required = |name: &str, description: &str, schema: Value| {
+        json!({ "name": name, "in": "query", "required": true, "description": description, "schema": schema })
+    };
+    let report = required(
+        "report",
+        "the report's object key (<tag>/<session>/<collection>/<file>.sqlite)",
+        json!({ "type": "string" }),
+    );
+    let int = json!({ "type": "integer", "minimum": 0 });
+    let refusals = |s: &Schemas| {
+        vec![
+            ("400", s.problem("a parameter is missing or malformed, or the file is not an Nsight Systems SQLite export")),
+            ("404", s.problem("no such report, track, tile or event")),
+            ("503", s.problem("storage could not be read")),
+        ]
+    };
+    let with = |s: &Schemas, ok: (&'static str, Value)| {
+        let mut all = vec![ok];
+        all.extend(refusals(s));
+        responses(all)
+    };
+    json!({
+        "/timeline": { "get": {
+            "summary": "A report's track tree and time range (the report is indexed on first use)",
+            "parameters": [report.clone()],
+            "responses": with(s, ("200", s.ok::<Timeline>("the timeline")))
+        }},
+        "/timeline/tiles": { "get": {
+            "summary": "One tile of one track: its events and bucket summaries, binary (nsight_contracts::timeline::Tile::encode). Carries an ETag; If-None-Match gives 304.",
+            "parameters": [report.clone(),
+                required("track", "a track id", int.clone()),
+                required("level", "bucket width 2^level ns; at most the timeline's topLevel", int.clone()),
+                required("index", "the tile's number from the timeline's start", int.clone())],
+            "responses": with(s, ("200", json!({ "description": "the tile",
+                "content": { "application/octet-stream": { "schema": { "type": "string", "format": "binary" } } } })))
+        }},
+        "/timeline/event": { "get": {
+            "summary": "One event's row in the report and the events tied to it by the CUDA correlation id",
+            "parameters": [report.clone(),
+                required("track", "a track id", int.clone()),
+                required("event", "the event's number on the track (by start)", int.clone())],
+            "responses": with(s, ("200", s.ok::<EventDetail>("the event")))
+        }},
+        "/timeline/range": { "get": {
+            "summary": "Per name, the events of the tracks that overlap [start, end): count, clipped total, busy time (union), p50 and p95",
+            "parameters": [report,
+                required("start", "ns, the report's clock", json!({ "type": "integer" })),
+                required("end", "ns, after start", json!({ "type": "integer" })),
+                query("tracks", "comma-separated track ids (default: every track with events)", json!({ "type": "string" }))],
+            "responses": with(s, ("200", s.ok::<RangeSummary>("the aggregates, longest total first")))
+        }},
+    })
 }
 
 #[cfg(test)]
