@@ -131,6 +131,20 @@ pub fn free_port() -> u16 {
         .expect("bind an ephemeral loopback port")
 }
 
+/// The first of `n` consecutive free loopback ports (the local platform's internal ports).
+pub fn free_port_range(n: u16) -> u16 {
+    for _ in 0..100 {
+        let base = free_port().saturating_sub(10).max(20_000);
+        let held: Vec<TcpListener> = (0..n)
+            .filter_map(|i| TcpListener::bind(("127.0.0.1", base + i)).ok())
+            .collect();
+        if held.len() == usize::from(n) {
+            return base;
+        }
+    }
+    panic!("no {n} consecutive free ports");
+}
+
 /// Waits until something accepts TCP connections on `addr`.
 pub fn wait_for_tcp(addr: SocketAddr, timeout: Duration) -> bool {
     let deadline = Instant::now() + timeout;

@@ -6,28 +6,14 @@
 
 #![allow(clippy::unwrap_used, reason = "tests fail loudly on unexpected errors")]
 
-use std::{net::TcpListener, path::PathBuf, time::Duration};
+use std::{path::PathBuf, time::Duration};
 
 use nsight_e2e::{
     agent, bin,
     cli::Cli,
     demo::{run_session, DemoOptions, DemoPaths, LocalPlatform, NsysSample},
-    envoy_bin, free_port, http, required_path, TempDir,
+    envoy_bin, free_port, free_port_range, http, required_path, TempDir,
 };
-
-/// The first of seven consecutive free ports.
-fn free_range() -> Option<u16> {
-    for _ in 0..100 {
-        let base = free_port().saturating_sub(10).max(20_000);
-        let held: Vec<TcpListener> = (0..7)
-            .filter_map(|i| TcpListener::bind(("127.0.0.1", base + i)).ok())
-            .collect();
-        if held.len() == 7 {
-            return Some(base);
-        }
-    }
-    None
-}
 
 fn demo_paths() -> DemoPaths {
     DemoPaths {
@@ -46,7 +32,7 @@ fn demo_options(dir: &TempDir, collect_for: Duration, tls: bool) -> DemoOptions 
         state_dir: dir.path().join("state"),
         gateway_port: free_port(),
         storage_port: free_port(),
-        internal_ports_from: free_range().unwrap(),
+        internal_ports_from: free_port_range(7),
         collect_for,
         out_dir: dir.path().join("out"),
         tls,

@@ -15,7 +15,6 @@
 )]
 
 use std::{
-    net::TcpListener,
     path::{Path, PathBuf},
     process::Command,
     time::{Duration, Instant},
@@ -24,25 +23,11 @@ use std::{
 use nsight_e2e::{
     agent, bin, chromium_bin,
     demo::{DemoOptions, DemoPaths, LocalPlatform},
-    envoy_bin, free_port, http,
+    envoy_bin, free_port, free_port_range, http,
     process::Running,
     required_path, TempDir,
 };
 use serde_json::Value;
-
-/// The first of seven consecutive free ports.
-fn free_range() -> u16 {
-    for _ in 0..100 {
-        let base = free_port().saturating_sub(10).max(20_000);
-        let held: Vec<TcpListener> = (0..7)
-            .filter_map(|i| TcpListener::bind(("127.0.0.1", base + i)).ok())
-            .collect();
-        if held.len() == 7 {
-            return base;
-        }
-    }
-    panic!("no 7 consecutive free ports");
-}
 
 /// Where the screenshots go: beside the test binaries, in the target dir.
 fn screenshots_dir() -> PathBuf {
@@ -113,7 +98,7 @@ fn a_person_profiles_and_analyses_from_the_browser() {
         state_dir: dir.path().join("state"),
         gateway_port: free_port(),
         storage_port: free_port(),
-        internal_ports_from: free_range(),
+        internal_ports_from: free_port_range(7),
         collect_for: Duration::from_secs(1),
         out_dir: dir.path().join("out"),
         tls: false,

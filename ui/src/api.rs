@@ -17,7 +17,9 @@ use nsight_contracts::{
         BeginSession, Ended, ReportListing, Session, SessionList, SessionSummary, Started, Stopped,
         TagAction, TagStatus,
     },
-    routes, Problem,
+    routes,
+    timeline::{EventDetail, RangeSummary, Tile, Timeline},
+    Problem,
 };
 use serde::{de::DeserializeOwned, Serialize};
 use wasm_bindgen::{JsCast, JsValue};
@@ -60,8 +62,13 @@ fn js_text(value: JsValue) -> String {
         .unwrap_or_else(|| "unknown error".to_owned())
 }
 
-/// One request: `method path` with an optional JSON body; the answer's status and text.
-async fn send(method: &str, path: &str, body: Option<String>) -> Result<(u16, String), ApiError> {
+/// One request: `method path` with an optional JSON body; the answer once it is a success (a
+/// refusal becomes an [`ApiError`] with the problem's message).
+async fn fetch(
+    method: &str,
+    path: &str,
+    body: Option<String>,
+) -> Result<web_sys::Response, ApiError> {
     let window = web_sys::window().ok_or_else(|| ApiError::Unreachable("no window".to_owned()))?;
     let init = web_sys::RequestInit::new();
     init.set_method(method);
@@ -93,24 +100,47 @@ async fn send(method: &str, path: &str, body: Option<String>) -> Result<(u16, St
             "the gateway sends this request to its sign-in page".to_owned(),
         ));
     }
-    let text = match response.text() {
-        Ok(promise) => JsFuture::from(promise)
-            .await
-            .map_err(|e| ApiError::Unreachable(js_text(e)))?
-            .as_string()
-            .unwrap_or_default(),
-        Err(e) => return Err(ApiError::Unreachable(js_text(e))),
-    };
-    let status = response.status();
     if response.ok() {
-        return Ok((status, text));
+        return Ok(response);
     }
-    let message = Problem::from_body(status, &text).message().to_owned();
+    let status = response.status();
+    let message = Problem::from_body(status, &text_of(&response).await?)
+        .message()
+        .to_owned();
     if status == 401 {
         auth::needed();
         return Err(ApiError::Unauthorized(message));
     }
     Err(ApiError::Refused { status, message })
+}
+
+async fn text_of(response: &web_sys::Response) -> Result<String, ApiError> {
+    match response.text() {
+        Ok(promise) => Ok(JsFuture::from(promise)
+            .await
+            .map_err(|e| ApiError::Unreachable(js_text(e)))?
+            .as_string()
+            .unwrap_or_default()),
+        Err(e) => Err(ApiError::Unreachable(js_text(e))),
+    }
+}
+
+/// One request; the answer's status and text.
+async fn send(method: &str, path: &str, body: Option<String>) -> Result<(u16, String), ApiError> {
+    let response = fetch(method, path, body).await?;
+    Ok((response.status(), text_of(&response).await?))
+}
+
+/// A GET whose answer is binary.
+async fn get_bytes(path: &str) -> Result<Vec<u8>, ApiError> {
+    let response = fetch("GET", path, None).await?;
+    let buffer = match response.array_buffer() {
+        Ok(promise) => JsFuture::from(promise)
+            .await
+            .map_err(|e| ApiError::Unreachable(js_text(e)))?,
+        Err(e) => return Err(ApiError::Unreachable(js_text(e))),
+    };
+    Ok(js_sys::Uint8Array::new(&buffer).to_vec())
 }
 
 fn decode<T: DeserializeOwned>(text: &str) -> Result<T, ApiError> {
@@ -250,4 +280,47 @@ pub async fn job_file(id: String, name: String) -> Result<String, ApiError> {
 pub async fn job_notebook(id: String) -> Result<String, ApiError> {
     let path = analysis(&format!("/jobs/{}/notebook.html", encode(&id)));
     Ok(send("GET", &path, None).await?.1)
+}
+
+/// `GET /timeline?report`: the report's tracks and time range.
+pub async fn timeline(report: String) -> Result<Timeline, ApiError> {
+    get_json(&analysis(&format!("/timeline?report={}", encode(&report)))).await
+}
+
+/// `GET /timeline/tiles`: one tile, decoded.
+pub async fn tile(report: String, track: u32, level: u8, index: u64) -> Result<Tile, ApiError> {
+    let path = analysis(&format!(
+        "/timeline/tiles?report={}&track={track}&level={level}&index={index}",
+        encode(&report)
+    ));
+    Tile::decode(&get_bytes(&path).await?).map_err(|e| ApiError::Decode(e.to_string()))
+}
+
+/// `GET /timeline/event`: one event's details.
+pub async fn timeline_event(
+    report: String,
+    track: u32,
+    event: u32,
+) -> Result<EventDetail, ApiError> {
+    get_json(&analysis(&format!(
+        "/timeline/event?report={}&track={track}&event={event}",
+        encode(&report)
+    )))
+    .await
+}
+
+/// `GET /timeline/range`: a selected range's aggregates over `tracks`.
+pub async fn timeline_range(
+    report: String,
+    start: i64,
+    end: i64,
+    tracks: Vec<u32>,
+) -> Result<RangeSummary, ApiError> {
+    let tracks: Vec<String> = tracks.iter().map(u32::to_string).collect();
+    get_json(&analysis(&format!(
+        "/timeline/range?report={}&start={start}&end={end}&tracks={}",
+        encode(&report),
+        tracks.join(",")
+    )))
+    .await
 }

@@ -3,7 +3,8 @@
 //!
 //! ```text
 //!  URL ──View──> Shared::view ──tab──> SessionsPage (list + actions | SessionDetail)
-//!                                 └──> AnalysisPage (recipes + form | jobs | JobDetail)
+//!                                 ├──> AnalysisPage (recipes + form | jobs | JobDetail)
+//!                                 └──> TimelinePage (one report: canvas, details, selection)
 //!  Shared::reload: bumped after an action, a sign-in or a live-update tick; every fetch reads it
 //! ```
 
@@ -11,7 +12,7 @@ use leptos::prelude::*;
 
 use crate::{
     auth::{self, KeyPrompt},
-    pages::{analysis::AnalysisPage, sessions::SessionsPage},
+    pages::{analysis::AnalysisPage, sessions::SessionsPage, timeline::TimelinePage},
     route::{follow_history, Link, Tab, View},
 };
 
@@ -62,6 +63,7 @@ pub fn App() -> impl IntoView {
             <nav aria-label="Pages" class="tabs">
                 {move || tab_link(Tab::Sessions, "Sessions", "tab-sessions")}
                 {move || tab_link(Tab::Analysis, "Analysis", "tab-analysis")}
+                {move || tab_link(Tab::Timeline, "Timeline", "tab-timeline")}
             </nav>
             <span class="version" data-testid="runtime">{format!("UI {} running in WebAssembly", env!("CARGO_PKG_VERSION"))}</span>
         </header>
@@ -70,6 +72,7 @@ pub fn App() -> impl IntoView {
             {move || match tab.get() {
                 Tab::Sessions => view! { <SessionsPage shared/> }.into_any(),
                 Tab::Analysis => view! { <AnalysisPage shared/> }.into_any(),
+                Tab::Timeline => view! { <TimelinePage shared/> }.into_any(),
             }}
         </main>
     }

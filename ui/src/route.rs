@@ -20,6 +20,8 @@ pub enum Tab {
     #[default]
     Sessions,
     Analysis,
+    /// One report's timeline.
+    Timeline,
 }
 
 impl Tab {
@@ -27,6 +29,7 @@ impl Tab {
         match self {
             Tab::Sessions => "sessions",
             Tab::Analysis => "analysis",
+            Tab::Timeline => "timeline",
         }
     }
 }
@@ -49,6 +52,14 @@ pub struct View {
     pub status: Option<String>,
     /// The sessions list's state filter (`open`, `ended`).
     pub state: Option<String>,
+    /// The report whose timeline is shown (its object key).
+    pub report: Option<String>,
+    /// The timeline's visible time range, `<from>_<to>` in ns.
+    pub range: Option<String>,
+    /// The timeline's selected event, `<track>.<event>`.
+    pub event: Option<String>,
+    /// The timeline's selected range, `<start>_<end>` in ns.
+    pub sel: Option<String>,
 }
 
 impl Default for View {
@@ -62,6 +73,10 @@ impl Default for View {
             job: None,
             status: None,
             state: None,
+            report: None,
+            range: None,
+            event: None,
+            sel: None,
         }
     }
 }
@@ -83,6 +98,7 @@ impl View {
             let some = (!value.is_empty()).then(|| value.clone());
             match key {
                 "tab" if value == Tab::Analysis.as_str() => view.tab = Tab::Analysis,
+                "tab" if value == Tab::Timeline.as_str() => view.tab = Tab::Timeline,
                 "tag" => {
                     if Tag::parse(&value).is_ok() {
                         view.tag = value;
@@ -94,6 +110,10 @@ impl View {
                 "job" => view.job = some,
                 "status" => view.status = some,
                 "state" => view.state = some,
+                "report" => view.report = some,
+                "range" => view.range = some,
+                "event" => view.event = some,
+                "sel" => view.sel = some,
                 _ => {}
             }
         }
@@ -116,6 +136,10 @@ impl View {
             ("job", &self.job),
             ("status", &self.status),
             ("state", &self.state),
+            ("report", &self.report),
+            ("range", &self.range),
+            ("event", &self.event),
+            ("sel", &self.sel),
         ];
         for (key, value) in optional {
             if let Some(v) = value {
@@ -138,6 +162,15 @@ impl View {
 pub fn go(shared: Shared, to: View) {
     if let Some(history) = web_sys::window().and_then(|w| w.history().ok()) {
         let _ = history.push_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some(&to.query()));
+    }
+    shared.view.set(to);
+}
+
+/// Records `to` in the URL without a new history entry (a view that changes as the user zooms
+/// or selects; Back leaves the page instead of replaying every step).
+pub fn replace(shared: Shared, to: View) {
+    if let Some(history) = web_sys::window().and_then(|w| w.history().ok()) {
+        let _ = history.replace_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some(&to.query()));
     }
     shared.view.set(to);
 }

@@ -277,9 +277,7 @@ pub fn analysis() -> Value {
 /// The timeline routes of the analysis service (docs/timeline.md).
 fn timeline_paths(s: &Schemas) -> Value {
     use crate::timeline::*;
-    let required = |name: &str, description: &str, schema: Value| {
-        json!({ "name": name, "in": "query", "required": true, "description": description, "schema": schema })
-    };
+    let required = |name: &str, description: &str, schema: Value| json!({ "name": name, "in": "query", "required": true, "description": description, "schema": schema });
     let report = required(
         "report",
         "the report's object key (<tag>/<session>/<collection>/<file>.sqlite)",

@@ -8,7 +8,9 @@
 use leptos::{prelude::*, task::spawn_local};
 use nsight_contracts::{
     analysis::{JobInput, JobRequest},
-    coordinator::{AgentKey, AgentOutcome, Collection, ReportEntry, ReportListing, Session},
+    coordinator::{
+        AgentKey, AgentOutcome, Collection, ReportEntry, ReportKind, ReportListing, Session,
+    },
 };
 
 use crate::{
@@ -152,8 +154,17 @@ fn collection_view(shared: Shared, session: &str, c: Collection) -> impl IntoVie
     }
 }
 
-fn report_row(r: ReportEntry) -> impl IntoView {
+fn report_row(shared: Shared, r: ReportEntry) -> impl IntoView {
     let file = r.flat_path.clone();
+    let timeline = (r.kind == ReportKind::Sqlite).then(|| {
+        let to = View {
+            tab: Tab::Timeline,
+            tag: shared.view.with_untracked(|v| v.tag.clone()),
+            report: Some(r.key.clone()),
+            ..View::default()
+        };
+        view! { " " <Link shared to=to testid="report-timeline">"Timeline"</Link> }
+    });
     let link = match r.url.clone() {
         Some(url) => {
             view! { <a href=url download=file.clone() data-testid="report-download">"Download"</a> }
@@ -169,12 +180,12 @@ fn report_row(r: ReportEntry) -> impl IntoView {
             <td>{r.kind.extension()}</td>
             <td data-testid="report-size" title=format!("{} bytes", r.size)>{bytes(r.size)}</td>
             <td><code class="digest">{r.sha256.clone().unwrap_or_else(|| "not recorded".to_owned())}</code></td>
-            <td>{link}</td>
+            <td>{link}{timeline}</td>
         </tr>
     }
 }
 
-fn reports_view(listing: ReportListing) -> AnyView {
+fn reports_view(shared: Shared, listing: ReportListing) -> AnyView {
     if listing.reports.is_empty() {
         return view! { <p data-testid="reports-empty">"No reports yet: they appear once a collection is stopped and its agents upload."</p> }.into_any();
     }
@@ -189,7 +200,7 @@ fn reports_view(listing: ReportListing) -> AnyView {
                 <th scope="col">"File"</th><th scope="col">"Collection"</th><th scope="col">"Process"</th>
                 <th scope="col">"Kind"</th><th scope="col">"Size"</th><th scope="col">"SHA-256"</th><th scope="col">"Link"</th>
             </tr></thead>
-            <tbody>{listing.reports.into_iter().map(report_row).collect_view()}</tbody>
+            <tbody>{listing.reports.into_iter().map(|r| report_row(shared, r)).collect_view()}</tbody>
         </table>
     }
     .into_any()
@@ -258,7 +269,7 @@ pub fn SessionDetail(shared: Shared, id: String) -> impl IntoView {
             {move || match reports.get() {
                 None => view! { <p>"Loading reports…"</p> }.into_any(),
                 Some(Err(e)) => failed("the reports", e),
-                Some(Ok(l)) => reports_view(l),
+                Some(Ok(l)) => reports_view(shared, l),
             }}
         </section>
     }
