@@ -57,13 +57,22 @@ pub fn run(layout: &Layout, args: &[String]) -> Result<()> {
         Some("nvtx") => crate::bench_nvtx::nvtx(layout),
         Some("webhook") => crate::bench_webhook::webhook(layout),
         Some("operator") => crate::bench_operator::operator(layout),
+        Some("timeline") => {
+            let events = args
+                .get(1)
+                .map(|n| n.parse::<u64>())
+                .transpose()
+                .context("EVENTS must be a number")?
+                .unwrap_or(10_000_000);
+            crate::bench_timeline::timeline(layout, events)
+        }
         Some("recipes") => {
             let (rows, runner) = recipes_args(&args[1..])?;
             crate::bench_recipes::recipes(layout, rows, runner)
         }
         _ => bail!(
             "usage: cargo xtask bench coordinator [AGENTS] [--bin-dir DIR] | storage [SIZE_MIB] \
-             | gateway | nvtx | recipes [ROWS] [--layout plain|static|ordered] | webhook | operator | auth"
+             | gateway | nvtx | recipes [ROWS] [--layout plain|static|ordered] | timeline [EVENTS] | webhook | operator | auth"
         ),
     }
 }

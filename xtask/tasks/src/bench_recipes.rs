@@ -46,14 +46,15 @@ g[["pct", "sum", "count", "mean", "median", "min", "max", "std", "name"]].to_csv
 "#;
 
 /// One measured process: wall seconds, peak RSS (MiB), stdout, stderr.
-struct Measured {
-    secs: f64,
-    rss_mib: f64,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Measured {
+    pub(crate) secs: f64,
+    pub(crate) rss_mib: f64,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
-fn measure(program: &Path, args: &[&str], stdin: Option<&str>) -> Result<Measured> {
+/// Runs `program args` under `/usr/bin/time` (peak RSS), with `stdin` when given.
+pub(crate) fn measure(program: &Path, args: &[&str], stdin: Option<&str>) -> Result<Measured> {
     let mut c = Command::new("/usr/bin/time");
     c.args(["-f", "MAXRSS_KIB %M"]).arg(program).args(args);
     let t = Instant::now();

@@ -11,6 +11,7 @@ mod bench_nvtx;
 mod bench_operator;
 mod bench_recipes;
 mod bench_storage;
+mod bench_timeline;
 mod bench_webhook;
 mod cache_dir;
 mod ci;

@@ -119,41 +119,52 @@ impl Reader<'_> {
         id.and_then(|id| self.strings.get(&id)).map(String::as_str)
     }
 
-    /// `(rowid, start, end, key, name)` rows of `sql`, events without an end skipped.
+    /// Streams the `(rowid, start, end, key, name)` rows of `sql` (columns: rowid, start, end,
+    /// key, name id, text) to `each`; events without an end are skipped and counted in a note.
+    /// A row's text is its name when present; otherwise `name` makes one from the id (once per
+    /// id).
     fn rows(
         &mut self,
         sql: &str,
-        name: impl Fn(&Self, Option<i64>, Option<String>) -> String,
-    ) -> Result<Vec<(i64, i64, i64, i64, u32)>, LoadError> {
-        let mut stmt = self.conn.prepare(sql)?;
-        let raw = stmt
-            .query_map([], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, i64>(1)?,
-                    r.get::<_, Option<i64>>(2)?,
-                    r.get::<_, Option<i64>>(3)?,
-                    r.get::<_, Option<i64>>(4)?,
-                    r.get::<_, Option<String>>(5)?,
-                ))
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut out = Vec::with_capacity(raw.len());
+        name: impl Fn(&Self, Option<i64>) -> String,
+        mut each: impl FnMut((i64, i64, i64, i64, u32)),
+    ) -> Result<(), LoadError> {
+        let conn = self.conn;
+        let mut stmt = conn.prepare(sql)?;
+        let mut rows = stmt.query([])?;
+        let mut by_id: HashMap<Option<i64>, u32> = HashMap::new();
         let mut open = 0usize;
-        for (rowid, start, end, key, name_id, text) in raw {
-            let Some(end) = end else {
+        while let Some(r) = rows.next()? {
+            let Some(end) = r.get::<_, Option<i64>>(2)? else {
                 open += 1;
                 continue;
             };
-            let label = name(self, name_id, text);
-            let id = self.names.id(&label);
-            out.push((rowid, start, end, key.unwrap_or(0), id));
+            let name_id = r.get::<_, Option<i64>>(4)?;
+            let id = match r.get_ref(5)?.as_str_or_null().ok().flatten() {
+                Some(text) => self.names.id(text),
+                None => match by_id.get(&name_id) {
+                    Some(&id) => id,
+                    None => {
+                        let label = name(self, name_id);
+                        let id = self.names.id(&label);
+                        by_id.insert(name_id, id);
+                        id
+                    }
+                },
+            };
+            each((
+                r.get(0)?,
+                r.get(1)?,
+                end,
+                r.get::<_, Option<i64>>(3)?.unwrap_or(0),
+                id,
+            ));
         }
         if open > 0 {
             self.notes
                 .push(format!("{open} event(s) without an end were left out"));
         }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -200,16 +211,17 @@ pub fn load(path: &Path) -> Result<Index, LoadError> {
             "SELECT rowid, start, end, globalTid, {text_id}, text FROM NVTX_EVENTS \
              WHERE eventType IN ({kinds})"
         );
-        for row in reader.rows(&sql, |r, id, text| {
-            text.or_else(|| r.string(id).map(str::to_owned))
-                .unwrap_or_else(|| "(unnamed range)".to_owned())
-        })? {
-            threads
-                .entry(pid_tid(row.3))
-                .or_default()
-                .nvtx
-                .push(event(row, Source::Nvtx));
-        }
+        reader.rows(
+            &sql,
+            |r, id| r.string(id).unwrap_or("(unnamed range)").to_owned(),
+            |row| {
+                threads
+                    .entry(pid_tid(row.3))
+                    .or_default()
+                    .nvtx
+                    .push(event(row, Source::Nvtx));
+            },
+        )?;
     } else {
         reader
             .notes
@@ -230,19 +242,23 @@ pub fn load(path: &Path) -> Result<Index, LoadError> {
             continue;
         }
         let sql = format!("SELECT rowid, start, end, globalTid, nameId, NULL FROM {table}");
-        for row in reader.rows(&sql, |r, id, _| {
-            r.string(id)
-                .map(|n| api_name(n).to_owned())
-                .unwrap_or_else(|| "(unnamed call)".to_owned())
-        })? {
-            let thread = threads.entry(pid_tid(row.3)).or_default();
-            let list = if source == Source::Runtime {
-                &mut thread.api
-            } else {
-                &mut thread.osrt
-            };
-            list.push(event(row, source));
-        }
+        reader.rows(
+            &sql,
+            |r, id| {
+                r.string(id)
+                    .map(|n| api_name(n).to_owned())
+                    .unwrap_or_else(|| "(unnamed call)".to_owned())
+            },
+            |row| {
+                let thread = threads.entry(pid_tid(row.3)).or_default();
+                let list = if source == Source::Runtime {
+                    &mut thread.api
+                } else {
+                    &mut thread.osrt
+                };
+                list.push(event(row, source));
+            },
+        )?;
     }
 
     // GPU work per (device, context, stream).
@@ -276,20 +292,24 @@ pub fn load(path: &Path) -> Result<Index, LoadError> {
              (streamId & 0xFFFFF), {name_col}, NULL FROM {table}"
         );
         let labels = &copy_labels;
-        for row in reader.rows(&sql, |r, id, _| match source {
-            Source::Kernel => r.string(id).unwrap_or("(unnamed kernel)").to_owned(),
-            Source::Memcpy => {
-                let kind = id
-                    .and_then(|k| labels.get(&k).cloned())
-                    .unwrap_or_else(|| "Unknown".to_owned());
-                format!("[CUDA memcpy {kind}]")
-            }
-            _ => "[CUDA memset]".to_owned(),
-        })? {
-            let key = row.3;
-            let stream = (key >> 40, (key >> 20) & 0xFFFFF, key & 0xFFFFF);
-            streams.entry(stream).or_default().push(event(row, source));
-        }
+        reader.rows(
+            &sql,
+            |r, id| match source {
+                Source::Kernel => r.string(id).unwrap_or("(unnamed kernel)").to_owned(),
+                Source::Memcpy => {
+                    let kind = id
+                        .and_then(|k| labels.get(&k).cloned())
+                        .unwrap_or_else(|| "Unknown".to_owned());
+                    format!("[CUDA memcpy {kind}]")
+                }
+                _ => "[CUDA memset]".to_owned(),
+            },
+            |row| {
+                let key = row.3;
+                let stream = (key >> 40, (key >> 20) & 0xFFFFF, key & 0xFFFFF);
+                streams.entry(stream).or_default().push(event(row, source));
+            },
+        )?;
     }
 
     let process_names = process_names(&reader)?;
