@@ -258,13 +258,24 @@ fn nearest_rank(sorted: &[i64], p: usize) -> i64 {
 }
 
 fn number_and_pack(mut raw: Vec<RawEvent>, origin: i64, top_level: u8) -> TrackEvents {
-    raw.sort_by(|a, b| {
+    // In place (a stable sort would borrow half the list again); the rowid makes it total.
+    raw.sort_unstable_by(|a, b| {
         a.start
             .cmp(&b.start)
             .then(b.end.cmp(&a.end))
             .then(a.rowid.cmp(&b.rowid))
     });
-    let mut ev = TrackEvents::default();
+    // Exact capacities: the columns of a track with millions of events are its largest memory.
+    let n = raw.len();
+    let mut ev = TrackEvents {
+        start: Vec::with_capacity(n),
+        end: Vec::with_capacity(n),
+        name: Vec::with_capacity(n),
+        row: Vec::with_capacity(n),
+        source: Vec::with_capacity(n),
+        rowid: Vec::with_capacity(n),
+        rows: Vec::new(),
+    };
     let mut row_ends: Vec<i64> = Vec::new();
     let mut row_members: Vec<Vec<u32>> = Vec::new();
     for (i, e) in raw.iter().enumerate() {
@@ -287,6 +298,7 @@ fn number_and_pack(mut raw: Vec<RawEvent>, origin: i64, top_level: u8) -> TrackE
         ev.source.push(e.source);
         ev.rowid.push(e.rowid);
     }
+    drop(raw);
     ev.rows = row_members
         .into_iter()
         .map(|members| Row::build(members, &ev.start, &ev.end, origin, top_level))

@@ -27,13 +27,12 @@ pub const RAW_LIMIT: usize = 1024;
 /// One bucket's summary of the events shorter than a bucket that start in it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Bucket {
-    /// The bucket's number from the timeline's start.
-    at: i64,
+    /// The bucket's number from the timeline's start (a kept level has at most 2^20).
+    at: u32,
     count: u32,
     busy: i64,
     /// The longest event (its number on the track).
     longest: u32,
-    longest_dur: i64,
 }
 
 /// One kept level of a row.
@@ -131,14 +130,18 @@ fn summarize(
             out.long.push(e);
             continue;
         }
-        let at = (s - origin) >> level;
+        if s < origin {
+            // Starts before the range summarised: the previous range's bucket holds it.
+            continue;
+        }
+        let at = ((s - origin) >> level) as u32;
         match out.buckets.last_mut() {
             Some(b) if b.at == at => {
                 b.count += 1;
                 b.busy += d;
-                if d > b.longest_dur {
+                let l = b.longest as usize;
+                if d > end[l] - start[l] {
                     b.longest = e;
-                    b.longest_dur = d;
                 }
             }
             _ => out.buckets.push(Bucket {
@@ -146,7 +149,6 @@ fn summarize(
                 count: 1,
                 busy: d,
                 longest: e,
-                longest_dur: d,
             }),
         }
     }
@@ -210,13 +212,15 @@ pub fn tile(
                 .checked_sub(row.finest)
                 .filter(|_| level <= top_level)
                 .and_then(|i| row.levels.get(i as usize));
+            // A kept level numbers buckets from the timeline's start; a level cut on request
+            // numbers them from this tile's start (so they stay small).
             let scanned;
-            let summary = match kept {
-                Some(l) => l,
+            let (summary, base) = match kept {
+                Some(l) => (l, first_bucket),
                 None => {
                     let members = row.events[candidates].iter().copied();
-                    scanned = summarize(members, &ev.start, &ev.end, origin, level);
-                    &scanned
+                    scanned = summarize(members, &ev.start, &ev.end, a, level);
+                    (&scanned, 0)
                 }
             };
             let from = summary
@@ -231,14 +235,16 @@ pub fn tile(
                     out.events.push(event(e, &mut names));
                 }
             }
-            let last_bucket = first_bucket + i64::from(nsight_contracts::timeline::TILE_BUCKETS);
-            let from = summary.buckets.partition_point(|x| x.at < first_bucket);
+            let last = base + i64::from(nsight_contracts::timeline::TILE_BUCKETS);
+            let from = summary
+                .buckets
+                .partition_point(|x| i64::from(x.at) < base);
             for x in summary.buckets[from..]
                 .iter()
-                .take_while(|x| x.at < last_bucket)
+                .take_while(|x| i64::from(x.at) < last)
             {
                 out.buckets.push(TileBucket {
-                    bucket: (x.at - first_bucket) as u32,
+                    bucket: (i64::from(x.at) - base) as u32,
                     count: x.count,
                     busy_ns: x.busy,
                     name: names.id(ev.name[x.longest as usize]),
@@ -358,6 +364,50 @@ mod tests {
             .iter()
             .any(|r| r.events.iter().any(|e| e.end_ns - e.start_ns == 2_000_000)));
         assert!(top.rows.iter().any(|r| !r.buckets.is_empty()));
+    }
+
+    #[test]
+    fn a_level_cut_on_request_counts_from_its_tile() {
+        // 6,000 one-ns events 2 ns apart, far from the timeline's start; the row is built as
+        // if the report were long (top level 40), so every level below 29 is cut on request.
+        let events: Vec<RawEvent> = (0..6000)
+            .map(|i| RawEvent {
+                start: 10_000_000 + i * 2,
+                end: 10_000_000 + i * 2 + 1,
+                name: 0,
+                source: Source::Kernel,
+                rowid: i,
+            })
+            .collect();
+        let mut idx = Index::build(
+            vec![TrackSource {
+                kind: TrackKind::Stream,
+                label: "s".into(),
+                parent: None,
+                events,
+            }],
+            vec!["k".into()],
+            vec![],
+        );
+        let origin = idx.start_ns - (1 << 39);
+        let ev = &mut idx.events[0];
+        let members = (0..ev.len() as u32).collect();
+        ev.rows = vec![Row::build(members, &ev.start, &ev.end, origin, 40)];
+        let ev = &idx.events[0];
+        // Level 3: 8 ns buckets, 4,096 ns tiles of 2,048 events each (over the raw limit).
+        let level = 3;
+        let first = ((10_000_000 - origin) / tile_span_ns(level)) as u64;
+        let (mut counted, mut busy) = (0u64, 0i64);
+        for index in first..first + 4 {
+            let t = tile(ev, &idx.names, origin, 40, level, index);
+            for r in &t.rows {
+                assert!(r.events.is_empty());
+                counted += r.buckets.iter().map(|b| u64::from(b.count)).sum::<u64>();
+                busy += r.buckets.iter().map(|b| b.busy_ns).sum::<i64>();
+                assert!(r.buckets.iter().all(|b| b.bucket < 512 && b.count == 4));
+            }
+        }
+        assert_eq!((counted, busy), (6000, 6000));
     }
 
     #[test]
