@@ -236,9 +236,7 @@ pub fn tile(
                 }
             }
             let last = base + i64::from(nsight_contracts::timeline::TILE_BUCKETS);
-            let from = summary
-                .buckets
-                .partition_point(|x| i64::from(x.at) < base);
+            let from = summary.buckets.partition_point(|x| i64::from(x.at) < base);
             for x in summary.buckets[from..]
                 .iter()
                 .take_while(|x| i64::from(x.at) < last)
