@@ -1,0 +1,165 @@
+//! OTLP/HTTP and the converter's own endpoints (axum). Thin: every decision is the
+//! [`Converter`]'s; this maps its answers to status codes. Bad input gets a 4xx with a message
+//! saying what was wrong, never a panic or a 500.
+//!
+//! ```text
+//!  POST /v1/traces                                   OTLP/HTTP, application/x-protobuf
+//!  POST /v1/collections/{session}/{collection}/stop  convert and upload now (JSON: Flushed)
+//!  GET  /v1/collections                              what the buffer holds (JSON)
+//!  GET  /healthz
+//! ```
+
+use std::sync::Arc;
+
+use axum::{
+    body::Body,
+    extract::{Path, State},
+    http::{header, HeaderMap, HeaderValue, StatusCode},
+    response::{IntoResponse, Response},
+    routing::{get, post},
+    Json, Router,
+};
+use prost::Message;
+
+use crate::{
+    converter::{chain, Converter, FlushError, IngestError},
+    group::CollectionId,
+    proto::collector::{ExportTracePartialSuccess, ExportTraceServiceResponse},
+};
+
+/// The converter's HTTP routes.
+pub fn router(converter: Arc<Converter>) -> Router {
+    Router::new()
+        .route("/v1/traces", post(traces))
+        .route("/v1/collections", get(collections))
+        .route("/v1/collections/{session}/{collection}/stop", post(stop))
+        .route("/healthz", get(|| async { "ok" }))
+        .with_state(converter)
+}
+
+fn text(status: StatusCode, message: impl Into<String>) -> Response {
+    let mut message = message.into();
+    message.push('\n');
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        message,
+    )
+        .into_response()
+}
+
+fn with_retry_after(mut response: Response, seconds: &'static str) -> Response {
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static(seconds));
+    response
+}
+
+async fn traces(
+    State(converter): State<Arc<Converter>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let max = converter.config().max_body_bytes;
+    let header_text = |name| {
+        headers
+            .get(name)
+            .and_then(|v: &HeaderValue| v.to_str().ok())
+            .map(|v| v.trim().to_ascii_lowercase())
+    };
+    match header_text(header::CONTENT_TYPE).as_deref() {
+        None | Some("application/x-protobuf" | "application/protobuf") => {}
+        Some(t) if t.starts_with("application/json") => {
+            return text(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "OTLP/JSON is not supported by this converter: send application/x-protobuf \
+                 (the OTLP/HTTP protobuf encoding)",
+            )
+        }
+        Some(other) => {
+            return text(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                format!("content type `{other}` is not OTLP: send application/x-protobuf"),
+            )
+        }
+    }
+    match header_text(header::CONTENT_ENCODING).as_deref() {
+        None | Some("identity") => {}
+        Some(other) => {
+            return text(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                format!(
+                    "content encoding `{other}` is not supported: configure the exporter \
+                     without compression"
+                ),
+            )
+        }
+    }
+    let declared = header_text(header::CONTENT_LENGTH).and_then(|l| l.parse::<usize>().ok());
+    let too_big = || {
+        text(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "the request body is larger than {max} bytes (--max-body-bytes): export smaller \
+                 batches"
+            ),
+        )
+    };
+    if declared.is_some_and(|l| l > max) {
+        return too_big();
+    }
+    let Ok(body) = axum::body::to_bytes(body, max).await else {
+        return too_big();
+    };
+    match converter.ingest_bytes(&body).await {
+        Ok(ingested) => {
+            let answer = ExportTraceServiceResponse {
+                partial_success: (ingested.rejected > 0).then(|| ExportTracePartialSuccess {
+                    rejected_spans: i64::try_from(ingested.rejected).unwrap_or(i64::MAX),
+                    error_message: ingested.message.unwrap_or_default(),
+                }),
+            };
+            (
+                StatusCode::OK,
+                [(header::CONTENT_TYPE, "application/x-protobuf")],
+                answer.encode_to_vec(),
+            )
+                .into_response()
+        }
+        Err(IngestError::BadRequest(m)) => text(StatusCode::BAD_REQUEST, m),
+        Err(e @ IngestError::Full(_)) => {
+            with_retry_after(text(StatusCode::TOO_MANY_REQUESTS, e.to_string()), "5")
+        }
+        Err(e @ IngestError::Unavailable(_)) => {
+            with_retry_after(text(StatusCode::SERVICE_UNAVAILABLE, e.to_string()), "1")
+        }
+    }
+}
+
+async fn collections(State(converter): State<Arc<Converter>>) -> Response {
+    Json(converter.list()).into_response()
+}
+
+async fn stop(
+    State(converter): State<Arc<Converter>>,
+    Path((session, collection)): Path<(String, String)>,
+) -> Response {
+    let id = CollectionId {
+        session,
+        collection,
+    };
+    match converter.stop(&id).await {
+        Ok(flushed) => Json(flushed).into_response(),
+        Err(e @ FlushError::Unknown(_)) => text(StatusCode::NOT_FOUND, e.to_string()),
+        Err(e) => with_retry_after(
+            text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "converting collection {id} failed (retry the stop): {}",
+                    chain(&e)
+                ),
+            ),
+            "1",
+        ),
+    }
+}
