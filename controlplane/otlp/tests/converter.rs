@@ -1,0 +1,357 @@
+//! The converter as a process, fed by the real OpenTelemetry Python SDK (its OTLP/HTTP and
+//! OTLP/gRPC exporters): spans become a report in storage that the real nvtx_sum recipe
+//! summarises as the spans were sent; acknowledged spans survive a SIGKILL; late spans are
+//! converted on their own; bad input gets a clear 4xx.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "tests"
+)]
+
+use std::{
+    collections::BTreeMap,
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    process::Command,
+    time::Duration,
+};
+
+use nsight_e2e::{free_port, http, process::Running, wait_for, wait_for_tcp, TempDir};
+use nsight_recipe_host::{Limits, RecipeHost, Value};
+use serde_json::Value as Json;
+
+/// A converter process with its data and storage directories.
+struct Converter {
+    process: Running,
+    http: SocketAddr,
+    grpc: SocketAddr,
+}
+
+fn start(dir: &Path, extra: &[&str]) -> Converter {
+    let http = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let grpc = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nsight-otlp"));
+    cmd.arg("--http-listen")
+        .arg(http.to_string())
+        .arg("--grpc-listen")
+        .arg(grpc.to_string())
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .arg("--storage-dir")
+        .arg(dir.join("storage"))
+        .args(extra);
+    let log = dir.join(format!("converter-{}.log", http.port()));
+    let process = Running::spawn("nsight-otlp", cmd, &log);
+    assert!(
+        wait_for_tcp(http, Duration::from_secs(30)) && wait_for_tcp(grpc, Duration::from_secs(5)),
+        "the converter did not listen: {}",
+        process.log()
+    );
+    Converter {
+        process,
+        http,
+        grpc,
+    }
+}
+
+/// Runs the SDK client (tests/data/otlp_client.py) and returns its JSON line.
+fn client(args: &[&str]) -> Json {
+    let python = nsight_e2e::cache_dir().join("venv/bin/python");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/otlp_client.py");
+    let out = Command::new(python)
+        .arg(script)
+        .args(args)
+        .output()
+        .expect("run the OpenTelemetry SDK client");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "client failed: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+fn send_http(c: &Converter, args: &[&str]) -> Json {
+    let endpoint = format!("http://{}/v1/traces", c.http);
+    let mut all = vec!["--mode", "http", "--endpoint", &endpoint];
+    all.extend_from_slice(args);
+    let out = client(&all);
+    assert_eq!(out["result"], "SUCCESS", "{out}");
+    out
+}
+
+fn stop(c: &Converter, session: &str, collection: &str) -> Json {
+    let r = http::request(
+        c.http,
+        "POST",
+        &format!("/v1/collections/{session}/{collection}/stop"),
+        &[],
+        None,
+    )
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    serde_json::from_str(&r.body).unwrap()
+}
+
+/// The stored report of a stop's answer (exactly one).
+fn report_of(dir: &Path, flushed: &Json) -> PathBuf {
+    let reports = flushed["reports"].as_array().unwrap();
+    assert_eq!(reports.len(), 1, "{flushed}");
+    assert_eq!(flushed["stored"], flushed["reports"], "{flushed}");
+    dir.join("storage").join(reports[0].as_str().unwrap())
+}
+
+/// The real nvtx_sum component on `db`: range -> (instances, total ns), its push/pop and
+/// start/end rows of one name added up (the spans' nesting decides the style, not the client).
+fn nvtx_sum(db: &Path) -> BTreeMap<String, (i64, i64)> {
+    let host = RecipeHost::new(Limits::default()).unwrap();
+    let recipe = host
+        .load(&nsight_e2e::wasm_artifact("recipes/nvtx_sum.wasm"))
+        .unwrap();
+    let out = host.run(&recipe, db, &[]).unwrap();
+    let table = out
+        .tables
+        .iter()
+        .find(|t| t.name == "nvtx_sum")
+        .unwrap_or_else(|| panic!("{out:?}"));
+    let col = |name: &str| {
+        table
+            .columns
+            .iter()
+            .position(|c| c.name == name)
+            .unwrap_or_else(|| panic!("{:?}", table.columns))
+    };
+    let (range, n, total) = (col("Range"), col("Instances"), col("Total Time (ns)"));
+    let int = |v: &Value| match v {
+        Value::Int(i) => *i,
+        v => panic!("{v:?}"),
+    };
+    let mut sums = BTreeMap::new();
+    for r in &table.rows {
+        let Value::Text(name) = &r[range] else {
+            panic!("{r:?}")
+        };
+        let e: &mut (i64, i64) = sums.entry(name.clone()).or_default();
+        e.0 += int(&r[n]);
+        e.1 += int(&r[total]);
+    }
+    sums
+}
+
+/// What the client says nvtx_sum must find, summed over several sends.
+fn expected(sends: &[&Json]) -> BTreeMap<String, (i64, i64)> {
+    let mut out = BTreeMap::new();
+    for send in sends {
+        for (name, v) in send["expected"].as_object().unwrap() {
+            let e: &mut (i64, i64) = out.entry(name.clone()).or_default();
+            e.0 += v[0].as_i64().unwrap();
+            e.1 += v[1].as_i64().unwrap();
+        }
+    }
+    out
+}
+
+/// An independent oracle: ranges per name straight from the table, in SQL.
+fn sql_ranges(db: &Path) -> BTreeMap<String, (i64, i64)> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut stmt = conn
+        .prepare(
+            "SELECT coalesce(d.text, '') || ':' || e.text, count(*), sum(e.end - e.start)
+             FROM NVTX_EVENTS e
+             LEFT JOIN NVTX_EVENTS d ON d.eventType = 75 AND d.domainId = e.domainId
+             WHERE e.eventType IN (59, 60) GROUP BY 1",
+        )
+        .unwrap();
+    stmt.query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+#[test]
+fn sdk_spans_over_http_and_grpc_become_reports_that_nvtx_sum_sums_as_sent() {
+    let dir = TempDir::new("otlp-sdk");
+    let c = start(dir.path(), &[]);
+    let sent = send_http(&c, &["--session", "sess-1", "--collection", "1"]);
+    let flushed = stop(&c, "sess-1", "1");
+    assert_eq!(flushed["spans"], sent["spans"], "{flushed}");
+    let key = flushed["reports"][0].as_str().unwrap();
+    assert_eq!(
+        key, "default/sess-1/1/trainer_default_pod-a_otlp-pid4242.sqlite",
+        "the agent's key layout, with the converter's stub"
+    );
+    let db = report_of(dir.path(), &flushed);
+    let want = expected(&[&sent]);
+    assert_eq!(nvtx_sum(&db), want);
+    assert_eq!(sql_ranges(&db), want);
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let product: String = conn
+        .query_row(
+            "SELECT value FROM META_DATA_EXPORT WHERE name = 'EXPORT_PRODUCT_NAME'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(product.contains("OTLP"), "{product}");
+    let (marks, start_end): (i64, i64) = conn
+        .query_row(
+            "SELECT sum(eventType = 34), sum(eventType = 60) FROM NVTX_EVENTS",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        (marks, start_end),
+        (2, 2),
+        "span events are marks; overlaps start/end"
+    );
+
+    // The same through the SDK's gRPC exporter.
+    let endpoint = c.grpc.to_string();
+    let sent = client(&[
+        "--mode",
+        "grpc",
+        "--endpoint",
+        &endpoint,
+        "--session",
+        "sess-1",
+        "--collection",
+        "2",
+        "--pid",
+        "77",
+        "--steps",
+        "9",
+    ]);
+    assert_eq!(sent["result"], "SUCCESS", "{sent}");
+    let flushed = stop(&c, "sess-1", "2");
+    assert_eq!(
+        nvtx_sum(&report_of(dir.path(), &flushed)),
+        expected(&[&sent])
+    );
+}
+
+#[test]
+fn acknowledged_spans_survive_a_sigkill_and_late_spans_are_converted_on_their_own() {
+    let dir = TempDir::new("otlp-kill");
+    let mut c = start(dir.path(), &["--linger-ms", "200"]);
+    let first = send_http(&c, &["--session", "s", "--collection", "1"]);
+    c.process.kill();
+    let c = start(dir.path(), &["--linger-ms", "200"]);
+    let second = send_http(
+        &c,
+        &[
+            "--session",
+            "s",
+            "--collection",
+            "1",
+            "--offset",
+            "1000000000",
+        ],
+    );
+    let flushed = stop(&c, "s", "1");
+    let db = report_of(dir.path(), &flushed);
+    assert_eq!(nvtx_sum(&db), expected(&[&first, &second]));
+
+    // Spans after the stop (a collector's last batch) become a report of their own.
+    let late = send_http(
+        &c,
+        &[
+            "--session",
+            "s",
+            "--collection",
+            "1",
+            "--offset",
+            "9000000000",
+        ],
+    );
+    let late_db = dir
+        .path()
+        .join("storage/default/s/1/trainer_default_pod-a_otlp1-pid4242.sqlite");
+    assert!(
+        wait_for(Duration::from_secs(20), || late_db.exists().then_some(())).is_some(),
+        "late spans were not converted: {}",
+        c.process.log()
+    );
+    assert_eq!(nvtx_sum(&late_db), expected(&[&late]));
+}
+
+#[test]
+fn bad_input_gets_a_clear_4xx_and_the_converter_keeps_serving() {
+    let dir = TempDir::new("otlp-bad");
+    let mut c = start(
+        dir.path(),
+        &["--max-body-bytes", "8000", "--max-collection-bytes", "6000"],
+    );
+    let post = |body: &str, headers: &[(&str, &str)]| {
+        http::request(c.http, "POST", "/v1/traces", headers, Some(body)).unwrap()
+    };
+    let protobuf = [("Content-Type", "application/x-protobuf")];
+    let r = post("not a protobuf message", &protobuf);
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.body.contains("not an OTLP ExportTraceServiceRequest"),
+        "{}",
+        r.body
+    );
+    let r = post("{}", &[("Content-Type", "application/json")]);
+    assert_eq!(r.status, 415, "{}", r.body);
+    assert!(r.body.contains("application/x-protobuf"), "{}", r.body);
+    let r = post(
+        "x",
+        &[
+            ("Content-Type", "application/x-protobuf"),
+            ("Content-Encoding", "gzip"),
+        ],
+    );
+    assert_eq!(r.status, 415, "{}", r.body);
+    let r = post(&"x".repeat(9000), &protobuf);
+    assert_eq!(r.status, 413, "{}", r.body);
+    assert!(r.body.contains("--max-body-bytes"), "{}", r.body);
+
+    let endpoint = format!("http://{}/v1/traces", c.http);
+    let raw = |args: &[&str]| {
+        let mut all = vec!["--mode", "raw", "--endpoint", &endpoint, "--epochs", "1"];
+        all.extend_from_slice(args);
+        client(&all)
+    };
+    let r = raw(&[]);
+    assert_eq!(r["status"], 400, "{r}");
+    assert!(
+        r["body"].as_str().unwrap().contains("nsight.session"),
+        "{r}"
+    );
+
+    // The collection's bound: accepted until the next request would pass it, then 429.
+    let first = raw(&["--session", "s", "--collection", "1"]);
+    assert_eq!(first["status"], 200, "{first}");
+    let mut refused = None;
+    for _ in 0..10 {
+        let r = raw(&["--session", "s", "--collection", "1"]);
+        if r["status"] != 200 {
+            refused = Some(r);
+            break;
+        }
+    }
+    let refused = refused.expect("the bound was never reached");
+    assert_eq!(refused["status"], 429, "{refused}");
+    assert!(
+        refused["body"]
+            .as_str()
+            .unwrap()
+            .contains("--max-collection-bytes"),
+        "{refused}"
+    );
+    assert_eq!(refused["retry_after"], "5");
+    // A stop frees the collection's buffer.
+    let flushed = stop(&c, "s", "1");
+    assert!(flushed["spans"].as_u64().unwrap() > 0, "{flushed}");
+    assert_eq!(raw(&["--session", "s", "--collection", "1"])["status"], 200);
+
+    assert!(c.process.is_running(), "{}", c.process.log());
+    assert!(!c.process.log().contains("panicked"), "{}", c.process.log());
+    assert_eq!(http::get(c.http, "/healthz", &[]).unwrap().status, 200);
+}
