@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use tonic::{Request, Response, Status};
+use tonic::{codec::CompressionEncoding, Request, Response, Status};
 
 use crate::{
     converter::{Converter, IngestError},
@@ -17,10 +17,13 @@ use crate::{
 #[derive(Debug, Clone)]
 pub struct Service(pub Arc<Converter>);
 
-/// The tonic service, with the converter's message size bound.
+/// The tonic service, with the converter's message size bound; gzip accepted.
 pub fn server(converter: Arc<Converter>) -> TraceServiceServer<Service> {
     let max = converter.config().max_body_bytes;
-    TraceServiceServer::new(Service(converter)).max_decoding_message_size(max)
+    TraceServiceServer::new(Service(converter))
+        .max_decoding_message_size(max)
+        .accept_compressed(CompressionEncoding::Gzip)
+        .send_compressed(CompressionEncoding::Gzip)
 }
 
 #[tonic::async_trait]

@@ -3,7 +3,7 @@
 //! saying what was wrong, never a panic or a 500.
 //!
 //! ```text
-//!  POST /v1/traces                                   OTLP/HTTP, application/x-protobuf
+//!  POST /v1/traces                                   OTLP/HTTP, application/x-protobuf (gzip or not)
 //!  POST /v1/collections/{session}/{collection}/stop  convert and upload now (JSON: Flushed)
 //!  GET  /v1/collections                              what the buffer holds (JSON)
 //!  GET  /healthz
@@ -83,18 +83,16 @@ async fn traces(
             )
         }
     }
-    match header_text(header::CONTENT_ENCODING).as_deref() {
-        None | Some("identity") => {}
+    let gzip = match header_text(header::CONTENT_ENCODING).as_deref() {
+        None | Some("identity") => false,
+        Some("gzip") => true,
         Some(other) => {
             return text(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                format!(
-                    "content encoding `{other}` is not supported: configure the exporter \
-                     without compression"
-                ),
+                format!("content encoding `{other}` is not supported: send gzip or no compression"),
             )
         }
-    }
+    };
     let declared = header_text(header::CONTENT_LENGTH).and_then(|l| l.parse::<usize>().ok());
     let too_big = || {
         text(
@@ -110,6 +108,20 @@ async fn traces(
     }
     let Ok(body) = axum::body::to_bytes(body, max).await else {
         return too_big();
+    };
+    let body = if gzip {
+        match gunzip(&body, max) {
+            Ok(Some(plain)) => plain,
+            Ok(None) => return too_big(),
+            Err(e) => {
+                return text(
+                    StatusCode::BAD_REQUEST,
+                    format!("the body is not valid gzip (Content-Encoding: gzip): {e}"),
+                )
+            }
+        }
+    } else {
+        body.to_vec()
     };
     match converter.ingest_bytes(&body).await {
         Ok(ingested) => {
@@ -134,6 +146,16 @@ async fn traces(
             with_retry_after(text(StatusCode::SERVICE_UNAVAILABLE, e.to_string()), "1")
         }
     }
+}
+
+/// `body` gunzipped; `None` when it inflates past `max` bytes.
+fn gunzip(body: &[u8], max: usize) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Read as _;
+    let mut plain = Vec::new();
+    flate2::read::GzDecoder::new(body)
+        .take(max as u64 + 1)
+        .read_to_end(&mut plain)?;
+    Ok((plain.len() <= max).then_some(plain))
 }
 
 async fn collections(State(converter): State<Arc<Converter>>) -> Response {

@@ -1,7 +1,7 @@
 //! The converter as a process, fed by the real OpenTelemetry Python SDK (its OTLP/HTTP and
-//! OTLP/gRPC exporters): spans become a report in storage that the real nvtx_sum recipe
-//! summarises as the spans were sent; acknowledged spans survive a SIGKILL; late spans are
-//! converted on their own; bad input gets a clear 4xx.
+//! OTLP/gRPC exporters), directly or through a real collector (rotel): spans become a report in
+//! storage that the real nvtx_sum recipe summarises as the spans were sent; acknowledged spans
+//! survive a SIGKILL; late spans are converted on their own; bad input gets a clear 4xx.
 
 #![allow(
     clippy::unwrap_used,
@@ -13,6 +13,7 @@
 use std::{
     collections::BTreeMap,
     net::SocketAddr,
+    ops::Not as _,
     path::{Path, PathBuf},
     process::Command,
     time::Duration,
@@ -307,6 +308,15 @@ fn bad_input_gets_a_clear_4xx_and_the_converter_keeps_serving() {
             ("Content-Encoding", "gzip"),
         ],
     );
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("not valid gzip"), "{}", r.body);
+    let r = post(
+        "x",
+        &[
+            ("Content-Type", "application/x-protobuf"),
+            ("Content-Encoding", "br"),
+        ],
+    );
     assert_eq!(r.status, 415, "{}", r.body);
     let r = post(&"x".repeat(9000), &protobuf);
     assert_eq!(r.status, 413, "{}", r.body);
@@ -354,4 +364,81 @@ fn bad_input_gets_a_clear_4xx_and_the_converter_keeps_serving() {
     assert!(c.process.is_running(), "{}", c.process.log());
     assert!(!c.process.log().contains("panicked"), "{}", c.process.log());
     assert_eq!(http::get(c.http, "/healthz", &[]).unwrap().status, 200);
+}
+
+/// rotel's collector binary, as PyPI's `rotel` installs it in the venv.
+fn rotel_bin() -> PathBuf {
+    let lib = nsight_e2e::cache_dir().join("venv/lib");
+    std::fs::read_dir(&lib)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|python| python.path().join("site-packages/rotel/rotel-agent"))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| {
+            panic!(
+                "no rotel-agent under {}: run `cargo xtask setup python`",
+                lib.display()
+            )
+        })
+}
+
+#[test]
+fn sdk_spans_through_the_rotel_collector_become_the_same_report() {
+    let dir = TempDir::new("otlp-rotel");
+    let c = start(dir.path(), &[]);
+    let (grpc, http_in) = (free_port(), free_port());
+    let mut cmd = Command::new(rotel_bin());
+    cmd.arg("start")
+        .args(["--otlp-grpc-endpoint", &format!("127.0.0.1:{grpc}")])
+        .args(["--otlp-http-endpoint", &format!("127.0.0.1:{http_in}")])
+        .args(["--exporter", "otlp", "--otlp-exporter-protocol", "grpc"])
+        .args(["--otlp-exporter-endpoint", &format!("http://{}", c.grpc)])
+        .args(["--batch-timeout", "100ms"])
+        .arg("--pid-file")
+        .arg(dir.path().join("rotel.pid"))
+        .arg("--log-file")
+        .arg(dir.path().join("rotel-agent.log"));
+    let rotel = Running::spawn("rotel", cmd, &dir.path().join("rotel.log"));
+    assert!(
+        wait_for_tcp(
+            SocketAddr::from(([127, 0, 0, 1], http_in)),
+            Duration::from_secs(20)
+        ),
+        "rotel did not listen: {}",
+        rotel.log()
+    );
+    let endpoint = format!("http://127.0.0.1:{http_in}/v1/traces");
+    let sent = client(&[
+        "--mode",
+        "http",
+        "--endpoint",
+        &endpoint,
+        "--session",
+        "r",
+        "--collection",
+        "1",
+    ]);
+    assert_eq!(sent["result"], "SUCCESS", "{sent}");
+    // The collector forwards on its own schedule: stop once the converter holds the spans.
+    let arrived = wait_for(Duration::from_secs(20), || {
+        let list = http::get(c.http, "/v1/collections", &[]).ok()?;
+        list.body
+            .contains("\"active_bytes\":0")
+            .not()
+            .then_some(())?;
+        list.body.contains("\"session\":\"r\"").then_some(())
+    });
+    assert!(
+        arrived.is_some(),
+        "no span came through rotel: {}",
+        rotel.log()
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let flushed = stop(&c, "r", "1");
+    assert_eq!(flushed["spans"], sent["spans"], "{flushed}");
+    assert_eq!(
+        nvtx_sum(&report_of(dir.path(), &flushed)),
+        expected(&[&sent])
+    );
 }

@@ -65,6 +65,9 @@ const PYTHON_REQUIREMENTS: &[&str] = &[
     "opentelemetry-sdk==1.45.2",
     "opentelemetry-exporter-otlp-proto-http==1.45.2",
     "opentelemetry-exporter-otlp-proto-grpc==1.45.2",
+    // A real OpenTelemetry collector (Rust, `rotel-agent` inside the package) between the SDK
+    // and the converter in its tests.
+    "rotel==0.0.1a15",
 ];
 
 /// Bump when the way the wasm std is built changes.
