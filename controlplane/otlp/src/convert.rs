@@ -13,7 +13,10 @@
 //! agree). Nesting on a thread is time containment, as NVTX push/pop ranges have it; a span's
 //! parent only matters through its time.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Arc,
+};
 
 use nsight_nvtx::dump::{Dump, Event, EventKind, Payload, ThreadName, Window};
 
@@ -37,7 +40,8 @@ pub struct ProcessKey {
 /// One span, reduced to what the report needs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SpanRow {
-    pub process: ProcessKey,
+    /// Shared by the rows of one resource.
+    pub process: Arc<ProcessKey>,
     pub tid: u32,
     pub thread_name: Option<String>,
     pub name: String,
@@ -70,8 +74,18 @@ fn payload(attrs: &[KeyValue]) -> Option<Payload> {
 /// The rows of every span in `requests`, in order.
 pub fn rows(requests: &[ExportTraceServiceRequest]) -> Vec<SpanRow> {
     let mut out = Vec::new();
+    for r in requests {
+        append_rows(r, &mut out);
+    }
+    out
+}
+
+/// Appends the rows of `request`'s spans to `out` (a segment is read one request at a time, so
+/// only rows stay in memory, not the decoded requests).
+pub fn append_rows(request: &ExportTraceServiceRequest, out: &mut Vec<SpanRow>) {
     let empty = Vec::new();
-    for rs in requests.iter().flat_map(|r| &r.resource_spans) {
+    let mut processes: BTreeMap<ProcessKey, Arc<ProcessKey>> = BTreeMap::new();
+    for rs in &request.resource_spans {
         let res = rs.resource.as_ref().map_or(&empty, |r| &r.attributes);
         let pid = attributes::int(res, semconv::PROCESS_PID)
             .and_then(|p| u32::try_from(p).ok())
@@ -93,13 +107,19 @@ pub fn rows(requests: &[ExportTraceServiceRequest]) -> Vec<SpanRow> {
                 .filter(|c| *c != 0)
                 .map(|c| (c, attributes::text(a, NVTX_CATEGORY_NAME)));
             let start = span.start_time_unix_nano;
+            let key = ProcessKey {
+                tag,
+                instance: instance.clone(),
+                process: process.clone(),
+                pid,
+            };
+            let key = Arc::clone(
+                processes
+                    .entry(key.clone())
+                    .or_insert_with(|| Arc::new(key)),
+            );
             out.push(SpanRow {
-                process: ProcessKey {
-                    tag,
-                    instance: instance.clone(),
-                    process: process.clone(),
-                    pid,
-                },
+                process: key,
                 tid,
                 thread_name: attributes::text(a, semconv::THREAD_NAME),
                 name: span.name.clone(),
@@ -117,7 +137,6 @@ pub fn rows(requests: &[ExportTraceServiceRequest]) -> Vec<SpanRow> {
             });
         }
     }
-    out
 }
 
 /// For each range (indices into `ranges`, all on one thread): whether it nests as a push/pop
@@ -143,19 +162,21 @@ pub fn push_pop_nesting(ranges: &[(u64, u64)]) -> Vec<bool> {
 
 /// Groups `rows` by process and builds each process's dump.
 pub fn dumps(rows: Vec<SpanRow>) -> Vec<ProcessDump> {
-    let mut by: BTreeMap<ProcessKey, Vec<SpanRow>> = BTreeMap::new();
+    let mut by: BTreeMap<Arc<ProcessKey>, Vec<SpanRow>> = BTreeMap::new();
     for r in rows {
-        by.entry(r.process.clone()).or_default().push(r);
+        by.entry(Arc::clone(&r.process)).or_default().push(r);
     }
-    by.into_iter().map(|(key, rows)| dump(key, &rows)).collect()
+    by.into_iter()
+        .map(|(key, rows)| dump((*key).clone(), rows))
+        .collect()
 }
 
-fn dump(key: ProcessKey, rows: &[SpanRow]) -> ProcessDump {
+fn dump(key: ProcessKey, mut rows: Vec<SpanRow>) -> ProcessDump {
     let start = rows.iter().map(|r| r.start).min().unwrap_or(0);
     let end = rows.iter().map(|r| r.end).max().unwrap_or(start);
-    let domains: BTreeMap<&str, u64> = rows
+    let domains: BTreeMap<String, u64> = rows
         .iter()
-        .filter_map(|r| r.domain.as_deref())
+        .filter_map(|r| r.domain.clone())
         .collect::<BTreeSet<_>>()
         .into_iter()
         .zip(1..)
@@ -179,12 +200,12 @@ fn dump(key: ProcessKey, rows: &[SpanRow]) -> ProcessDump {
     for (name, id) in &domains {
         events.push(Event {
             domain: *id,
-            text: Some((*name).to_owned()),
+            text: Some(name.clone()),
             ..blank(EventKind::DomainCreate, start, key.pid)
         });
     }
     let mut categories = BTreeSet::new();
-    for r in rows {
+    for r in &rows {
         if let Some((id, Some(name))) = &r.category {
             if categories.insert((domain_of(r), *id)) {
                 events.push(Event {
@@ -208,7 +229,8 @@ fn dump(key: ProcessKey, rows: &[SpanRow]) -> ProcessDump {
         }
         let spans: Vec<(u64, u64)> = idx.iter().map(|&i| (rows[i].start, rows[i].end)).collect();
         for (&i, nests) in idx.iter().zip(push_pop_nesting(&spans)) {
-            let r = &rows[i];
+            let r = &mut rows[i];
+            let domain = domain_of(r);
             let kind = if nests {
                 EventKind::PushPop
             } else {
@@ -218,19 +240,19 @@ fn dump(key: ProcessKey, rows: &[SpanRow]) -> ProcessDump {
             events.push(Event {
                 end: Some(r.end),
                 end_tid: (!nests).then_some(r.tid),
-                domain: domain_of(r),
+                domain,
                 category: r.category.as_ref().map_or(0, |c| c.0),
                 color: r.color,
-                text: Some(r.name.clone()),
+                text: Some(std::mem::take(&mut r.name)),
                 payload: r.payload,
                 range_id: (!nests).then_some(range_id),
                 ..blank(kind, r.start, r.tid)
             });
-            for (at, name) in &r.marks {
+            for (at, name) in std::mem::take(&mut r.marks) {
                 events.push(Event {
-                    domain: domain_of(r),
-                    text: Some(name.clone()),
-                    ..blank(EventKind::Mark, *at, r.tid)
+                    domain,
+                    text: Some(name),
+                    ..blank(EventKind::Mark, at, r.tid)
                 });
             }
         }

@@ -275,11 +275,11 @@ impl Converter {
         seq: u64,
         path: &Path,
     ) -> Result<Vec<(PathBuf, String, u64)>, FlushError> {
-        let mut requests = Vec::new();
+        let mut rows = Vec::new();
         let mut undecodable = 0u64;
         let scanned = crate::log::read(path, |payload| {
             match ExportTraceServiceRequest::decode(payload) {
-                Ok(r) => requests.push(r),
+                Ok(r) => convert::append_rows(&r, &mut rows),
                 Err(_) => undecodable += 1,
             }
         })
@@ -295,7 +295,7 @@ impl Converter {
             .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
             .unwrap_or_default();
         let mut out = Vec::new();
-        for d in convert::dumps(convert::rows(&requests)) {
+        for d in convert::dumps(rows) {
             let key = ReportKey::new(
                 &d.key.tag,
                 &id.session,
