@@ -1,27 +1,13 @@
-//! The span and resource attributes the converter reads (docs/otlp.md lists them for users and
-//! for the agent's mirroring), and typed access to OTLP attribute lists. Pure: no I/O.
+//! The span and resource attributes the converter reads (ours are defined in
+//! `nsight_contracts::otlp::attributes`, shared with the agent's mirroring; docs/otlp.md lists
+//! them), and typed access to OTLP attribute lists. Pure: no I/O.
 //!
 //! A span attribute wins over the resource attribute of the same name, so one process can send
 //! spans of several collections.
 
 use crate::proto::common::{any_value::Value, AnyValue, KeyValue};
 
-/// The profiling session (a coordinator session id) the span belongs to. Required.
-pub const SESSION: &str = "nsight.session";
-/// The collection within the session. Required.
-pub const COLLECTION: &str = "nsight.collection";
-/// The coordinator tag; `default` when absent.
-pub const TAG: &str = "nsight.tag";
-/// The NVTX domain of the range (a name); the default domain when absent.
-pub const NVTX_DOMAIN: &str = "nvtx.domain";
-/// The NVTX category (an integer id).
-pub const NVTX_CATEGORY: &str = "nvtx.category";
-/// The category's name (written as an NVTX category naming event).
-pub const NVTX_CATEGORY_NAME: &str = "nvtx.category.name";
-/// The colour: an ARGB integer, or `#RRGGBB` / `#AARRGGBB`.
-pub const NVTX_COLOR: &str = "nvtx.color";
-/// The payload: an integer (int64) or a double.
-pub const NVTX_PAYLOAD: &str = "nvtx.payload";
+pub use nsight_contracts::otlp::attributes::*;
 
 /// OpenTelemetry semantic conventions the converter reads.
 pub mod semconv {

@@ -19,6 +19,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+pub use nsight_contracts::otlp::CollectionStatus;
 use nsight_storage::layout::sanitize_component;
 use serde::{Deserialize, Serialize};
 
@@ -122,18 +123,6 @@ pub struct State {
     pub stopped: bool,
     /// The number of the next sealed segment.
     pub next_seq: u64,
-}
-
-/// What a listing says about one collection.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CollectionStatus {
-    pub session: String,
-    pub collection: String,
-    pub stopped: bool,
-    /// Bytes acknowledged and not yet sealed.
-    pub active_bytes: u64,
-    /// Bytes sealed and waiting for conversion and upload.
-    pub sealed_bytes: u64,
 }
 
 #[derive(Debug)]

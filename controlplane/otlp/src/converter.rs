@@ -96,20 +96,8 @@ pub enum FlushError {
     Task(String),
 }
 
-/// What a flush produced.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Flushed {
-    pub session: String,
-    pub collection: String,
-    /// Spans converted by this flush.
-    pub spans: u64,
-    /// Keys of the reports written by this flush.
-    pub reports: Vec<String>,
-    /// Keys stored in this flush's upload (this flush's and any left from before).
-    pub stored: Vec<String>,
-    /// Keys still in the spool (storage unreachable): retried in the background.
-    pub pending: Vec<String>,
-}
+/// What a flush produced (the stop's answer).
+pub use nsight_contracts::otlp::StopAnswer as Flushed;
 
 /// The converter.
 #[derive(Debug)]

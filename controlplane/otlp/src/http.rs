@@ -1,6 +1,8 @@
-//! OTLP/HTTP and the converter's own endpoints (axum). Thin: every decision is the
-//! [`Converter`]'s; this maps its answers to status codes. Bad input gets a 4xx with a message
-//! saying what was wrong, never a panic or a 500.
+//! OTLP/HTTP and the converter's own endpoints (axum; routes and answers from
+//! `nsight_contracts::otlp`). Thin: every decision is the [`Converter`]'s; this maps its answers
+//! to status codes. Bad input gets a 4xx with a message saying what was wrong, never a panic or a
+//! 500: plain text on `/v1/traces` (OTLP clients log the body as is), RFC 9457 problem details
+//! on the converter's own endpoints, as the other services answer.
 //!
 //! ```text
 //!  POST /v1/traces                                   OTLP/HTTP, application/x-protobuf (gzip or not)
@@ -19,6 +21,7 @@ use axum::{
     routing::{get, post},
     Json, Router,
 };
+use nsight_contracts::{otlp, Problem};
 use prost::Message;
 
 use crate::{
@@ -30,9 +33,9 @@ use crate::{
 /// The converter's HTTP routes.
 pub fn router(converter: Arc<Converter>) -> Router {
     Router::new()
-        .route("/v1/traces", post(traces))
-        .route("/v1/collections", get(collections))
-        .route("/v1/collections/{session}/{collection}/stop", post(stop))
+        .route(otlp::TRACES, post(traces))
+        .route(otlp::COLLECTIONS, get(collections))
+        .route(&otlp::stop_path("{session}", "{collection}"), post(stop))
         .route("/healthz", get(|| async { "ok" }))
         .with_state(converter)
 }
@@ -172,15 +175,16 @@ async fn stop(
     };
     match converter.stop(&id).await {
         Ok(flushed) => Json(flushed).into_response(),
-        Err(e @ FlushError::Unknown(_)) => text(StatusCode::NOT_FOUND, e.to_string()),
+        Err(e @ FlushError::Unknown(_)) => Problem::new(404, e.to_string()).into_response(),
         Err(e) => with_retry_after(
-            text(
-                StatusCode::SERVICE_UNAVAILABLE,
+            Problem::new(
+                503,
                 format!(
                     "converting collection {id} failed (retry the stop): {}",
                     chain(&e)
                 ),
-            ),
+            )
+            .into_response(),
             "1",
         ),
     }
