@@ -10,7 +10,8 @@
 //!                                           /sealed-<n>.log a stop's (or a late flush's) spans, until stored
 //! ```
 //! Directory names are the sanitised ids (`nsight_storage::layout::sanitize_component`), as in
-//! storage keys; `state.json` keeps the raw ones.
+//! storage keys, with a `.<n>` suffix when another collection's ids sanitise to the same names;
+//! `state.json` keeps the raw ones.
 
 use std::{
     collections::BTreeMap,
@@ -245,11 +246,20 @@ impl Buffer {
 
     fn entry(&mut self, id: &CollectionId) -> Result<&mut Entry, BufferError> {
         if !self.entries.contains_key(id) {
-            let dir = self
+            // Two ids may sanitise to the same names ("a b", "a-b"): the second gets a suffix,
+            // so no two collections ever share a log.
+            let base = self
                 .root
                 .join("collections")
-                .join(sanitize_component(&id.session))
-                .join(sanitize_component(&id.collection));
+                .join(sanitize_component(&id.session));
+            let name = sanitize_component(&id.collection);
+            let dir = (0u64..)
+                .map(|n| match n {
+                    0 => base.join(&name),
+                    n => base.join(format!("{name}.{n}")),
+                })
+                .find(|d| !self.entries.values().any(|e| &e.dir == d))
+                .unwrap_or_else(|| base.join(&name));
             fs::create_dir_all(&dir).map_err(write_err(&dir))?;
             let entry = Entry {
                 dir,

@@ -92,3 +92,26 @@ fn a_full_collection_refuses_and_keeps_what_it_had() {
     assert_eq!(buffer.held(), 18);
     fs::remove_dir_all(&root).unwrap();
 }
+
+#[test]
+fn ids_that_sanitise_alike_keep_separate_logs() {
+    let root = tmp("alike");
+    let (a, b) = (id("a b"), id("a-b"));
+    {
+        let mut buffer = Buffer::open(&root, Limits::default()).unwrap();
+        buffer
+            .append(&[
+                (a.clone(), b"first".to_vec()),
+                (b.clone(), b"second".to_vec()),
+            ])
+            .unwrap();
+    }
+    let mut buffer = Buffer::open(&root, Limits::default()).unwrap();
+    for (id, want) in [(a, b"first".to_vec()), (b, b"second".to_vec())] {
+        let sealed = buffer.seal(&id).unwrap();
+        let mut frames = Vec::new();
+        crate::log::read(&sealed[0].1, |p| frames.push(p.to_vec())).unwrap();
+        assert_eq!(frames, [want]);
+    }
+    fs::remove_dir_all(&root).unwrap();
+}
