@@ -1,7 +1,8 @@
 //! The converter as a process, fed by the real OpenTelemetry Python SDK (its OTLP/HTTP and
 //! OTLP/gRPC exporters), directly or through a real collector (rotel): spans become a report in
-//! storage that the real nvtx_sum recipe summarises as the spans were sent; acknowledged spans
-//! survive a SIGKILL; late spans are converted on their own; bad input gets a clear 4xx.
+//! storage (a directory, or S3 through a real s3s-fs) that the real nvtx_sum recipe summarises as
+//! the spans were sent; acknowledged spans survive a SIGKILL and a storage outage; late spans are
+//! converted on their own; bad input gets a clear 4xx.
 
 #![allow(
     clippy::unwrap_used,
@@ -19,7 +20,12 @@ use std::{
     time::Duration,
 };
 
-use nsight_e2e::{free_port, http, process::Running, wait_for, wait_for_tcp, TempDir};
+use nsight_e2e::{
+    free_port, http,
+    process::Running,
+    s3::{S3Server, ACCESS_KEY, SECRET_KEY},
+    wait_for, wait_for_tcp, TempDir,
+};
 use nsight_recipe_host::{Limits, RecipeHost, Value};
 use serde_json::Value as Json;
 
@@ -441,4 +447,70 @@ fn sdk_spans_through_the_rotel_collector_become_the_same_report() {
         nvtx_sum(&report_of(dir.path(), &flushed)),
         expected(&[&sent])
     );
+}
+
+#[test]
+fn reports_go_to_s3_and_a_storage_outage_at_the_stop_loses_nothing() {
+    let dir = TempDir::new("otlp-s3");
+    let mut s3 = S3Server::start(&dir.path().join("s3"));
+    // s3s-fs keeps a bucket as a directory of its root.
+    std::fs::create_dir_all(s3.bucket_dir("reports")).unwrap();
+    let config = dir.path().join("storage-config.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "storage_type: s3\nbucket_name: reports\naws_access_key_id: {ACCESS_KEY}\n\
+             aws_secret_access_key: {SECRET_KEY}\nendpoint_url: {}\n",
+            s3.endpoint()
+        ),
+    )
+    .unwrap();
+    let conv_dir = dir.path().join("converter");
+    std::fs::create_dir_all(&conv_dir).unwrap();
+    let http_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nsight-otlp"));
+    cmd.arg("--http-listen")
+        .arg(http_addr.to_string())
+        .args(["--grpc-listen", "off"])
+        .arg("--data-dir")
+        .arg(conv_dir.join("data"))
+        .arg("--storage-config")
+        .arg(&config);
+    let converter = Running::spawn("nsight-otlp", cmd, &conv_dir.join("converter.log"));
+    assert!(
+        wait_for_tcp(http_addr, Duration::from_secs(30)),
+        "{}",
+        converter.log()
+    );
+    let endpoint = format!("http://{http_addr}/v1/traces");
+    let sent = client(&[
+        "--mode",
+        "http",
+        "--endpoint",
+        &endpoint,
+        "--session",
+        "s3",
+        "--collection",
+        "1",
+    ]);
+    assert_eq!(sent["result"], "SUCCESS", "{sent}");
+
+    // Storage goes away just before the stop and comes back while the stop retries.
+    s3.kill();
+    let stopper = std::thread::spawn(move || {
+        http::request(http_addr, "POST", "/v1/collections/s3/1/stop", &[], None).unwrap()
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let s3 = s3.restart();
+    let answer = stopper.join().unwrap();
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let key = "default/s3/1/trainer_default_pod-a_otlp-pid4242.sqlite";
+    let stored = s3.bucket_dir("reports").join(key);
+    assert!(
+        wait_for(Duration::from_secs(60), || stored.exists().then_some(())).is_some(),
+        "the report never reached S3: {}\n{}",
+        answer.body,
+        converter.log()
+    );
+    assert_eq!(nvtx_sum(&stored), expected(&[&sent]));
 }
