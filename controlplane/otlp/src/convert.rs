@@ -172,8 +172,20 @@ pub fn dumps(rows: Vec<SpanRow>) -> Vec<ProcessDump> {
 }
 
 fn dump(key: ProcessKey, mut rows: Vec<SpanRow>) -> ProcessDump {
-    let start = rows.iter().map(|r| r.start).min().unwrap_or(0);
-    let end = rows.iter().map(|r| r.end).max().unwrap_or(start);
+    // The window holds every range and mark (a span event may lie outside its span).
+    let marks = || rows.iter().flat_map(|r| r.marks.iter().map(|m| m.0));
+    let start = rows
+        .iter()
+        .map(|r| r.start)
+        .chain(marks())
+        .min()
+        .unwrap_or(0);
+    let end = rows
+        .iter()
+        .map(|r| r.end)
+        .chain(marks())
+        .max()
+        .unwrap_or(start);
     let domains: BTreeMap<String, u64> = rows
         .iter()
         .filter_map(|r| r.domain.clone())
