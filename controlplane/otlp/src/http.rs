@@ -5,7 +5,7 @@
 //! on the converter's own endpoints, as the other services answer.
 //!
 //! ```text
-//!  POST /v1/traces                                   OTLP/HTTP, application/x-protobuf (gzip or not)
+//!  POST /v1/traces                                   OTLP/HTTP: protobuf or JSON, gzip or not
 //!  POST /v1/collections/{session}/{collection}/stop  convert and upload now (JSON: Flushed)
 //!  GET  /v1/collections                              what the buffer holds (JSON)
 //!  GET  /healthz
@@ -70,22 +70,19 @@ async fn traces(
             .and_then(|v: &HeaderValue| v.to_str().ok())
             .map(|v| v.trim().to_ascii_lowercase())
     };
-    match header_text(header::CONTENT_TYPE).as_deref() {
-        None | Some("application/x-protobuf" | "application/protobuf") => {}
-        Some(t) if t.starts_with("application/json") => {
-            return text(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "OTLP/JSON is not supported by this converter: send application/x-protobuf \
-                 (the OTLP/HTTP protobuf encoding)",
-            )
-        }
+    let json = match header_text(header::CONTENT_TYPE).as_deref() {
+        None | Some("application/x-protobuf" | "application/protobuf") => false,
+        Some(t) if t.starts_with("application/json") => true,
         Some(other) => {
             return text(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                format!("content type `{other}` is not OTLP: send application/x-protobuf"),
+                format!(
+                    "content type `{other}` is not OTLP: send application/x-protobuf or \
+                     application/json"
+                ),
             )
         }
-    }
+    };
     let gzip = match header_text(header::CONTENT_ENCODING).as_deref() {
         None | Some("identity") => false,
         Some("gzip") => true,
@@ -126,7 +123,25 @@ async fn traces(
     } else {
         body.to_vec()
     };
-    match converter.ingest_bytes(&body).await {
+    let ingested = if json {
+        match crate::json::decode(&body) {
+            Ok(request) => converter.ingest(request).await,
+            Err(m) => Err(IngestError::BadRequest(m)),
+        }
+    } else {
+        converter.ingest_bytes(&body).await
+    };
+    match ingested {
+        Ok(ingested) if json => {
+            let mut answer = serde_json::json!({});
+            if ingested.rejected > 0 {
+                answer["partialSuccess"] = serde_json::json!({
+                    "rejectedSpans": ingested.rejected.to_string(),
+                    "errorMessage": ingested.message.unwrap_or_default(),
+                });
+            }
+            Json(answer).into_response()
+        }
         Ok(ingested) => {
             let answer = ExportTraceServiceResponse {
                 partial_success: (ingested.rejected > 0).then(|| ExportTracePartialSuccess {

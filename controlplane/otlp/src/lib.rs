@@ -4,11 +4,12 @@
 //! under the agent's key layout, so recipes and the timeline run on it as on an agent's report.
 //!
 //! ```text
-//!  OTLP/HTTP, OTLP/gRPC ──> http / grpc ──> Converter::ingest ──group::split──> buffer (fsync) ──> ack
+//!  OTLP/HTTP (protobuf, JSON), OTLP/gRPC ──> http / grpc ──> Converter::ingest ──group::split──> buffer (fsync) ──> ack
 //!  POST .../stop, late spans ──> Converter::flush ──> buffer::seal ──> convert::dumps
 //!      ──> nsight_report::write ──> Uploader (spool, upload) ──> <tag>/<session>/<collection>/...
 //! ```
-//! Pure parts: [`attributes`], [`group`], [`convert`], [`buffer::admit`], [`log`]'s framing.
+//! Pure parts: [`attributes`], [`group`], [`convert`], [`json`] (OTLP/JSON), [`buffer::admit`],
+//! [`log`]'s framing.
 //! I/O: [`buffer`] (files), [`converter`] (storage), [`http`] and [`grpc`] (servers).
 
 pub mod attributes;
@@ -18,5 +19,6 @@ pub mod converter;
 pub mod group;
 pub mod grpc;
 pub mod http;
+pub mod json;
 pub mod log;
 pub mod proto;

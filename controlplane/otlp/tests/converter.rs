@@ -304,7 +304,13 @@ fn bad_input_gets_a_clear_4xx_and_the_converter_keeps_serving() {
         "{}",
         r.body
     );
-    let r = post("{}", &[("Content-Type", "application/json")]);
+    let r = post(
+        "{\"resourceSpans\": 3}",
+        &[("Content-Type", "application/json")],
+    );
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("not an OTLP/JSON"), "{}", r.body);
+    let r = post("x", &[("Content-Type", "text/plain")]);
     assert_eq!(r.status, 415, "{}", r.body);
     assert!(r.body.contains("application/x-protobuf"), "{}", r.body);
     let r = post(
@@ -513,4 +519,36 @@ fn reports_go_to_s3_and_a_storage_outage_at_the_stop_loses_nothing() {
         converter.log()
     );
     assert_eq!(nvtx_sum(&stored), expected(&[&sent]));
+}
+
+#[test]
+fn otlp_json_spans_become_a_report_too() {
+    let dir = TempDir::new("otlp-json");
+    let c = start(dir.path(), &[]);
+    // The opentelemetry-proto repository's examples/trace.json, with our attributes.
+    let body = r#"{"resourceSpans":[{"resource":{"attributes":[
+        {"key":"service.name","value":{"stringValue":"my.service"}},
+        {"key":"process.pid","value":{"intValue":"7"}},
+        {"key":"nsight.session","value":{"stringValue":"j"}},
+        {"key":"nsight.collection","value":{"stringValue":"1"}}]},
+      "scopeSpans":[{"scope":{"name":"my.library","version":"1.0.0"},
+      "spans":[{"traceId":"5B8EFFF798038103D269B633813FC60C","spanId":"EEE19B7EC3C1B174",
+        "parentSpanId":"EEE19B7EC3C1B173","name":"I'm a server span",
+        "startTimeUnixNano":"1544712660000000000","endTimeUnixNano":"1544712661000000000",
+        "kind":2,"attributes":[{"key":"nvtx.domain","value":{"stringValue":"d"}}]}]}]}]}"#;
+    let r = http::request(
+        c.http,
+        "POST",
+        "/v1/traces",
+        &[("Content-Type", "application/json")],
+        Some(body),
+    )
+    .unwrap();
+    assert_eq!((r.status, r.body.as_str()), (200, "{}"));
+    let flushed = stop(&c, "j", "1");
+    let db = report_of(dir.path(), &flushed);
+    assert_eq!(
+        nvtx_sum(&db),
+        BTreeMap::from([("d:I'm a server span".to_owned(), (1, 1_000_000_000))])
+    );
 }
