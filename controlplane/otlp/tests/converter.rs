@@ -373,6 +373,41 @@ fn bad_input_gets_a_clear_4xx_and_the_converter_keeps_serving() {
     assert!(flushed["spans"].as_u64().unwrap() > 0, "{flushed}");
     assert_eq!(raw(&["--session", "s", "--collection", "1"])["status"], 200);
 
+    // The same refusals over gRPC, with OTLP's status codes.
+    let grpc = c.grpc.to_string();
+    let r = client(&["--mode", "grpc-raw", "--endpoint", &grpc, "--epochs", "1"]);
+    assert_eq!(r["code"], "INVALID_ARGUMENT", "{r}");
+    assert!(
+        r["details"].as_str().unwrap().contains("nsight.session"),
+        "{r}"
+    );
+    let mut exhausted = None;
+    for _ in 0..10 {
+        let r = client(&[
+            "--mode",
+            "grpc-raw",
+            "--endpoint",
+            &grpc,
+            "--epochs",
+            "1",
+            "--session",
+            "g",
+        ]);
+        if r["code"] != "OK" {
+            exhausted = Some(r);
+            break;
+        }
+    }
+    let r = exhausted.expect("the bound was never reached over gRPC");
+    assert_eq!(r["code"], "RESOURCE_EXHAUSTED", "{r}");
+    assert!(
+        r["details"]
+            .as_str()
+            .unwrap()
+            .contains("--max-collection-bytes"),
+        "{r}"
+    );
+
     assert!(c.process.is_running(), "{}", c.process.log());
     assert!(!c.process.log().contains("panicked"), "{}", c.process.log());
     assert_eq!(http::get(c.http, "/healthz", &[]).unwrap().status, 200);

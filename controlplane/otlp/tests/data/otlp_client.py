@@ -2,7 +2,8 @@
 
 Records a deterministic set of spans with the OpenTelemetry Python SDK (explicit start and end
 times, so durations are known), then sends them with the SDK's own OTLP exporter (http or grpc)
-or POSTs the exporter's protobuf encoding as is (raw, to see the HTTP status and message).
+or sends the exporter's protobuf encoding as is (raw over HTTP, grpc-raw over gRPC, to see the
+status and message).
 Prints one JSON line: the export result, the number of spans, and what nvtx_sum must find
 (`domain:name` -> [instances, total ns]).
 """
@@ -77,7 +78,7 @@ def record(args):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--mode", choices=["http", "grpc", "raw"], default="http")
+    p.add_argument("--mode", choices=["http", "grpc", "raw", "grpc-raw"], default="http")
     p.add_argument("--endpoint", required=True)
     p.add_argument("--session", default="")
     p.add_argument("--collection", default="1")
@@ -97,6 +98,17 @@ def main():
 
         exporter = OTLPSpanExporter(endpoint=args.endpoint, insecure=True, timeout=5)
         out["result"] = exporter.export(spans).name
+    elif args.mode == "grpc-raw":
+        import grpc
+        from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+
+        stub = trace_service_pb2_grpc.TraceServiceStub(grpc.insecure_channel(args.endpoint))
+        try:
+            stub.Export(encode_spans(spans), timeout=5)
+            out["code"], out["details"] = "OK", ""
+        except grpc.RpcError as e:
+            out["code"], out["details"] = e.code().name, e.details()
     else:
         from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
