@@ -10,7 +10,7 @@
 //! [`channel`] is the coordinator client (reconnects with backoff, resumes what it was doing);
 //! backends plug in through [`channel::Backend`]. [`run`] is `nsight-agent run`; [`capture`]
 //! chooses what the injection library records (NVTX, CUPTI GPU activity); [`nvtx`] talks to the
-//! injected processes; [`report`] writes the SQLite export (pure over a connection);
+//! injected processes; [`report`] writes the SQLite export (pure over a connection, the `nsight-report` crate);
 //! [`publish`] names and uploads reports; [`nsys`] is the nsys backend's command lines and state
 //! machine, [`nsys_run`] runs them, [`started`] tells whether nsys ever started the program;
 //! [`preflight`] the diagnostics sent at registration.
@@ -24,8 +24,10 @@ pub mod nvtx;
 pub mod preflight;
 pub mod proto;
 pub mod publish;
-pub mod report;
 pub mod run;
 pub mod signals;
 pub mod started;
 pub mod unprofiled;
+
+/// The SQLite report writer, shared with the OTLP converter (crate `nsight-report`).
+pub use nsight_report as report;

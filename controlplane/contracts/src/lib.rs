@@ -1,5 +1,6 @@
-//! One home for every shape that crosses a process boundary over REST: what the coordinator
-//! and the analysis service accept and answer, the problem details of their refusals, and the
+//! One home for every shape that crosses a process boundary over REST: what the coordinator,
+//! the analysis service and the OTLP converter ([`otlp`], with its span attribute names) accept
+//! and answer, the problem details of their refusals, and the
 //! route prefixes they are served under. Servers, the CLI and the browser UI all compile against
 //! these types, so a change to the wire is a compile error in every party, not an e2e failure.
 //!
@@ -23,6 +24,7 @@ pub mod form;
 pub mod nsys_args;
 #[cfg(feature = "schema")]
 pub mod openapi;
+pub mod otlp;
 pub mod problem;
 pub mod routes;
 pub mod table;

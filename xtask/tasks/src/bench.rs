@@ -12,6 +12,9 @@
 //!
 //! `recipes`: `cuda_gpu_kern_sum` through the Wasm host against sqlite3 and pandas (see
 //! `bench_recipes.rs`).
+//!
+//! `otlp`: spans per second through the OTLP converter, ingest to stored report (see
+//! `bench_otlp.rs`).
 
 use std::{
     net::SocketAddr,
@@ -66,13 +69,23 @@ pub fn run(layout: &Layout, args: &[String]) -> Result<()> {
                 .unwrap_or(10_000_000);
             crate::bench_timeline::timeline(layout, events)
         }
+        Some("otlp") => {
+            let spans = args
+                .get(1)
+                .map(|n| n.parse::<u64>())
+                .transpose()
+                .context("SPANS must be a number")?
+                .unwrap_or(1_000_000);
+            crate::bench_otlp::otlp(layout, spans)
+        }
         Some("recipes") => {
             let (rows, runner) = recipes_args(&args[1..])?;
             crate::bench_recipes::recipes(layout, rows, runner)
         }
         _ => bail!(
             "usage: cargo xtask bench coordinator [AGENTS] [--bin-dir DIR] | storage [SIZE_MIB] \
-             | gateway | nvtx | recipes [ROWS] [--layout plain|static|ordered] | timeline [EVENTS] | webhook | operator | auth"
+             | gateway | nvtx | recipes [ROWS] [--layout plain|static|ordered] | timeline [EVENTS] | webhook | operator | auth \
+             | otlp [SPANS]"
         ),
     }
 }
@@ -114,7 +127,7 @@ fn recipes_args(args: &[String]) -> Result<(u64, RunnerLayout)> {
 }
 
 /// The load average over 1, 5 and 15 minutes, as /proc/loadavg prints it.
-fn load_average() -> String {
+pub(crate) fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_else(|_| "unknown".into())

@@ -60,6 +60,14 @@ const PYTHON_REQUIREMENTS: &[&str] = &[
     "nbformat==5.10.4",
     // The pandas baseline of `cargo xtask bench recipes`.
     "pandas==3.1.1",
+    // Real OpenTelemetry clients for the OTLP converter's tests (controlplane/otlp/tests): the
+    // SDK and its OTLP exporters over HTTP (protobuf) and gRPC.
+    "opentelemetry-sdk==1.45.2",
+    "opentelemetry-exporter-otlp-proto-http==1.45.2",
+    "opentelemetry-exporter-otlp-proto-grpc==1.45.2",
+    // A real OpenTelemetry collector (Rust, `rotel-agent` inside the package) between the SDK
+    // and the converter in its tests.
+    "rotel==0.0.1a15",
 ];
 
 /// Bump when the way the wasm std is built changes.

@@ -2,7 +2,8 @@
 //! in the Nsight Systems SQLite export schema, so that recipes and SQL written for `nsys export
 //! --type sqlite` run on it unchanged. Owns the
 //! tables and their column sets (copied from real nsys 2026.2 exports); touches nothing but the
-//! connection it is given.
+//! connection it is given. Shared by the agent (dumps from its injection library) and the OTLP
+//! converter (`controlplane/otlp`, dumps built from spans): one writer, one schema.
 //!
 //! ```text
 //!  Dump { strings, thread_names, events, window } ──> StringIds, NVTX_EVENTS, ThreadNames,
