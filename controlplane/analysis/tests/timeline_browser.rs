@@ -8,6 +8,7 @@
 
 #![allow(
     clippy::unwrap_used,
+    clippy::expect_used,
     clippy::panic,
     reason = "tests fail loudly on unexpected errors"
 )]

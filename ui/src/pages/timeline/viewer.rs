@@ -53,12 +53,17 @@ pub struct Drag {
     pub pan: bool,
 }
 
+/// An event on a track: `(track, event)`.
+pub type EventRef = (u32, u32);
+/// A time range in ns: `(start, end)`.
+pub type Span = (f64, f64);
+
 /// What the page hears from the canvas. Called with the viewer not borrowed, so a callback may
 /// call back into it.
 #[derive(Clone)]
 pub struct Callbacks {
-    pub select: Rc<dyn Fn(Option<(u32, u32)>)>,
-    pub range: Rc<dyn Fn(Option<(f64, f64)>)>,
+    pub select: Rc<dyn Fn(Option<EventRef>)>,
+    pub range: Rc<dyn Fn(Option<Span>)>,
     pub view: Rc<dyn Fn(f64, f64)>,
 }
 
