@@ -150,6 +150,71 @@ fn events_per_track_equal_sql_on_every_export() {
     }
 }
 
+#[test]
+fn nvtx_projections_equal_sql_on_every_export() {
+    let mut projected_somewhere = false;
+    for path in reports() {
+        let name = short(&path);
+        let db = Connection::open(&path).unwrap();
+        let ops: Vec<String> = [
+            "CUPTI_ACTIVITY_KIND_KERNEL",
+            "CUPTI_ACTIVITY_KIND_MEMCPY",
+            "CUPTI_ACTIVITY_KIND_MEMSET",
+        ]
+        .into_iter()
+        .filter(|t| has(&db, t))
+        .map(|t| format!("SELECT start, end, deviceId, correlationId, globalPid FROM {t}"))
+        .collect();
+        if ops.is_empty() || !has(&db, "NVTX_EVENTS") || !has(&db, "CUPTI_ACTIVITY_KIND_RUNTIME") {
+            continue;
+        }
+        let types = if has(&db, "ENUM_NSYS_EVENT_TYPE") {
+            "SELECT id FROM ENUM_NSYS_EVENT_TYPE WHERE name IN ('NvtxPushPopRange', \
+             'NvtxStartEndRange', 'NvtxtPushPopRange', 'NvtxtStartEndRange')"
+        } else {
+            "VALUES (59), (60)"
+        };
+        // Independent of the loader: one query from the definition.
+        let sql = format!(
+            "WITH ops AS ({}), \
+             ranges AS (SELECT rowid AS rid, start AS rs, end AS re, globalTid AS gtid \
+                        FROM NVTX_EVENTS WHERE end IS NOT NULL AND eventType IN ({types})), \
+             calls AS (SELECT r.globalTid AS gtid, r.start AS cs, r.end AS ce, o.deviceId AS dev, \
+                              o.start AS os, o.end AS oe \
+                       FROM ops AS o JOIN CUPTI_ACTIVITY_KIND_RUNTIME AS r \
+                         ON o.correlationId = r.correlationId \
+                        AND o.globalPid = (r.globalTid & 0xFFFFFFFFFF000000)) \
+             SELECT rg.rid, min(c.os), max(c.oe) FROM ranges AS rg JOIN calls AS c \
+               ON c.gtid = rg.gtid AND rg.rs <= c.cs AND rg.re >= c.ce \
+             GROUP BY rg.rid, c.dev",
+            ops.join(" UNION ALL ")
+        );
+        let mut want: Vec<(i64, i64, i64)> = db
+            .prepare(&sql)
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        want.sort_unstable();
+        let idx = load::load(&path).unwrap();
+        let mut got: Vec<(i64, i64, i64)> = idx
+            .tracks
+            .iter()
+            .filter(|t| t.kind == TrackKind::NvtxProjected)
+            .flat_map(|t| {
+                let ev = &idx.events[t.id as usize];
+                (0..ev.len()).map(move |i| (ev.rowid[i], ev.start[i], ev.end[i]))
+            })
+            .collect();
+        got.sort_unstable();
+        assert_eq!(got.len(), want.len(), "{name}");
+        assert_eq!(got, want, "{name}");
+        projected_somewhere |= !got.is_empty();
+    }
+    assert!(projected_somewhere, "no export had a projection to compare");
+}
+
 /// Sums a level's tiles of one track: events counted in buckets plus events drawn (each once).
 fn accounted(idx: &Index, track: u32, level: u8) -> u64 {
     let tiles = ((idx.end_ns - idx.start_ns) / tile_span_ns(level) + 1) as u64;

@@ -76,6 +76,9 @@ pub enum TrackKind {
     OsRuntime,
     /// Kernels, memcpy and memset of one CUDA stream.
     Stream,
+    /// NVTX ranges projected onto one GPU: each range over the GPU work its CUDA API calls
+    /// launched.
+    NvtxProjected,
 }
 
 impl TrackKind {

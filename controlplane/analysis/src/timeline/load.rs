@@ -17,7 +17,10 @@ use std::{
 use nsight_contracts::timeline::TrackKind;
 use rusqlite::{Connection, OpenFlags};
 
-use super::index::{Index, RawEvent, Source, TrackSource};
+use super::{
+    index::{Index, RawEvent, Source, TrackSource},
+    project,
+};
 
 /// Why a report cannot be read at all (a missing table is not one).
 #[derive(Debug, thiserror::Error)]
@@ -312,6 +315,24 @@ pub fn load(path: &Path) -> Result<Index, LoadError> {
         )?;
     }
 
+    // NVTX ranges projected onto each GPU (through the CUDA correlation id).
+    let mut projected: BTreeMap<i64, Vec<RawEvent>> = BTreeMap::new();
+    let launched: Vec<&str> = gpu_tables
+        .iter()
+        .map(|(t, _)| *t)
+        .filter(|t| reader.has(t))
+        .collect();
+    if reader.has("CUPTI_ACTIVITY_KIND_RUNTIME") && threads.values().any(|t| !t.nvtx.is_empty()) {
+        let calls = project::calls(&conn, &launched)?;
+        for (key, thread) in &threads {
+            if let Some(calls) = calls.get(key) {
+                for (device, events) in project::project(&thread.nvtx, calls) {
+                    projected.entry(device).or_default().extend(events);
+                }
+            }
+        }
+    }
+
     let process_names = process_names(&reader)?;
     let thread_names = thread_names(&reader)?;
     let gpu_names = gpu_names(&reader)?;
@@ -380,6 +401,14 @@ pub fn load(path: &Path) -> Result<Index, LoadError> {
                 };
                 let at = group(&mut sources, TrackKind::Gpu, label, None);
                 gpu = Some((device, at));
+                if let Some(events) = projected.remove(&device) {
+                    sources.push(TrackSource {
+                        kind: TrackKind::NvtxProjected,
+                        label: "NVTX (projected)".to_owned(),
+                        parent: Some(at),
+                        events,
+                    });
+                }
                 at
             }
         };

@@ -10,6 +10,7 @@
 pub mod detail;
 pub mod index;
 pub mod load;
+pub mod project;
 pub mod pyramid;
 
 pub use index::Index;
