@@ -8,7 +8,8 @@
 //!          ┌──────────────┬──────────────┬──────────────┐
 //!          v              v              v              v
 //!    coordinator    analysis service    nsight-cloud    ui (browser)
-//!   (axum feature)  (axum feature)       (reqwest)      (fetch)
+//!   tenant API      (axum feature)       (reqwest)      (fetch)
+//!   (axum feature)
 //! ```
 //!
 //! What lives here: plain data, serde attributes, and syntax checks a client can run before
@@ -26,5 +27,6 @@ pub mod openapi;
 pub mod problem;
 pub mod routes;
 pub mod table;
+pub mod tenant;
 
 pub use problem::Problem;
