@@ -198,3 +198,23 @@ fn no_such(name: &str) -> Problem {
         format!("no streamer {name} (launched through the tenant API)"),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    /// The committed document must equal the served one: run `cargo xtask codegen` after a change.
+    #[test]
+    fn committed_openapi_is_current() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/api/tenant.openapi.json"
+        );
+        let committed = std::fs::read_to_string(path).unwrap_or_default();
+        let current = serde_json::to_string_pretty(&nsight_contracts::openapi::tenant())
+            .unwrap_or_default()
+            + "\n";
+        assert!(
+            committed == current,
+            "docs/api/tenant.openapi.json is stale: run `cargo xtask codegen`"
+        );
+    }
+}
