@@ -191,6 +191,7 @@ fn launch_cap_owner_rbac_and_bad_input() {
             idle: Duration::from_secs(3600),
             template: StreamerTemplate {
                 cloud_storage_ref: Some("storage".into()),
+                image: None,
             },
         },
     );

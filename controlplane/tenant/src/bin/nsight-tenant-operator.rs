@@ -26,6 +26,10 @@ struct Args {
     /// The NsightCloudStorageConfig launched streamers read reports from.
     #[arg(long)]
     cloud_storage_ref: Option<String>,
+    /// The image of launched streamers (their `spec.image`); without it the operator's default
+    /// `<repository>/nsight-streamer:<tag>`.
+    #[arg(long)]
+    streamer_image: Option<String>,
     /// Print the REST API's OpenAPI document and exit.
     #[arg(long)]
     print_openapi: bool,
@@ -58,6 +62,7 @@ async fn main() -> anyhow::Result<()> {
         idle: args.idle_timeout,
         template: StreamerTemplate {
             cloud_storage_ref: args.cloud_storage_ref,
+            image: args.streamer_image,
         },
     };
     nsight_tenant::run(listener, client, &namespace, config).await?;
