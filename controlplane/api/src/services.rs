@@ -215,6 +215,11 @@ pub struct StreamerLaunch {
     /// Concurrent streamers (default 10).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_active: Option<u32>,
+    /// A streamer neither launched nor opened for this long is deleted: a number and `ms`,
+    /// `s`, `m` or `h` (default `30m`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[0-9]*[1-9][0-9]*(ms|s|m|h)$"))]
+    pub idle_timeout: Option<String>,
 }
 
 /// The web UI, served at the gateway root.

@@ -521,6 +521,8 @@ mod tests {
         assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
         assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        // What the CRD's `streamerLaunch.idleTimeout` pattern admits parses.
+        assert_eq!(parse_duration("0045m"), Ok(Duration::from_secs(2700)));
         for bad in ["", "m", "30", "0s", "-1s", "1d", "1.5h"] {
             assert!(parse_duration(bad).is_err(), "{bad:?}");
         }

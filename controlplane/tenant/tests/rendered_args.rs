@@ -13,6 +13,7 @@ fn the_binary_accepts_the_rendered_arguments() {
     cr.metadata.uid = Some("6f1d2c3b-0000-4000-8000-000000000001".into());
     cr.spec.streamer_launch = Some(StreamerLaunch {
         max_active: Some(3),
+        idle_timeout: Some("45m".into()),
     });
     let desired = tenant_operator::render(&cr, &RenderSettings::default()).unwrap();
     let deployment = desired

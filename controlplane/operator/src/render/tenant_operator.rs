@@ -50,16 +50,26 @@ pub fn render(
         .as_ref()
         .and_then(|s| s.max_active)
         .unwrap_or(DEFAULT_MAX_ACTIVE);
+    let mut args = vec![
+        "--http".into(),
+        format!("0.0.0.0:{}", HTTP.port),
+        "--namespace".into(),
+        owner.namespace.clone(),
+        "--max-active".into(),
+        max_active.to_string(),
+    ];
+    // The CRD's pattern admits only what the binary's `--idle-timeout` parses.
+    if let Some(idle) = cr
+        .spec
+        .streamer_launch
+        .as_ref()
+        .and_then(|s| s.idle_timeout.as_ref())
+    {
+        args.extend(["--idle-timeout".into(), idle.clone()]);
+    }
     let main = Main {
         image: settings.image(NAME),
-        args: vec![
-            "--http".into(),
-            format!("0.0.0.0:{}", HTTP.port),
-            "--namespace".into(),
-            owner.namespace.clone(),
-            "--max-active".into(),
-            max_active.to_string(),
-        ],
+        args,
         ports: ports.clone(),
         health_path: Some("/healthz"),
         ..Main::default()
