@@ -3,7 +3,8 @@
 //! manager renders its Deployment and Service; once the Deployment is available (no kubelet
 //! here: the test writes the Deployment's status as the controller-manager would) the streamer
 //! is Ready with `status.url`, and the tenant API serves it as `ready` with that URL. When the
-//! Deployment is no longer available the URL goes.
+//! Deployment is no longer available the URL goes. The CRD refuses an idle time the tenant
+//! binary would not parse.
 //!
 //! Needs `cargo xtask setup kube` (`eval "$(cargo xtask env)"`).
 #![allow(
@@ -191,4 +192,18 @@ fn a_launched_streamer_becomes_ready_with_its_url() {
     let view = get(&name);
     assert_eq!(view["phase"], "pending", "{view}");
     assert!(view.get("url").is_none(), "{view}");
+
+    // The API server refuses an idle time the tenant binary would not parse.
+    for idle in ["0s", "30", "1d", "1.5h", "-1m"] {
+        let (status, out) = kube.request(
+            "POST",
+            &format!("/apis/nvidia.com/v1alpha1/namespaces/{NS}/nsighttenantoperators"),
+            Some(
+                &json!({"apiVersion": "nvidia.com/v1alpha1", "kind": "NsightTenantOperator",
+                         "metadata": {"name": "idle"},
+                         "spec": {"streamerLaunch": {"idleTimeout": idle}}}),
+            ),
+        );
+        assert_eq!(status, 422, "{idle}: {out}");
+    }
 }
