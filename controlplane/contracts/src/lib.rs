@@ -1,14 +1,15 @@
-//! One home for every shape that crosses a process boundary over REST: what the coordinator
-//! and the analysis service accept and answer, the problem details of their refusals, and the
-//! route prefixes they are served under. Servers, the CLI and the browser UI all compile against
-//! these types, so a change to the wire is a compile error in every party, not an e2e failure.
+//! One home for every shape that crosses a process boundary over REST: what the coordinator,
+//! the analysis service and the tenant API accept and answer, the problem details of their
+//! refusals, and the route prefixes they are served under. Servers, the CLI and the browser UI
+//! all compile against these types, so a change to the wire is a compile error in every party,
+//! not an e2e failure.
 //!
 //! ```text
 //!                   nsight-contracts (serde only; host and wasm32)
 //!          ┌──────────────┬──────────────┬──────────────┐
 //!          v              v              v              v
-//!    coordinator    analysis service    nsight-cloud    ui (browser)
-//!   tenant API      (axum feature)       (reqwest)      (fetch)
+//!    coordinator,   analysis service    nsight-cloud    ui (browser)
+//!    tenant API      (axum feature)       (reqwest)      (fetch)
 //!   (axum feature)
 //! ```
 //!
