@@ -74,6 +74,16 @@ pub fn router(service: Service) -> Router {
             routes::OPENAPI,
             get(|| async { Json(nsight_contracts::openapi::tenant()) }),
         )
+        .method_not_allowed_fallback(|| async {
+            Problem::new(
+                405,
+                format!(
+                    "method not allowed here; see {}{}",
+                    routes::TENANT_V1,
+                    routes::OPENAPI
+                ),
+            )
+        })
         .fallback(|| async {
             Problem::new(
                 404,

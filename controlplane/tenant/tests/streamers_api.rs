@@ -462,6 +462,14 @@ fn launch_cap_owner_rbac_and_bad_input() {
             404,
             "no such endpoint",
         ),
+        (
+            "PUT",
+            format!("{base}/streamers"),
+            Some("alice"),
+            Some("{}".into()),
+            405,
+            "method not allowed",
+        ),
     ];
     for (method, url, user, body, want, says) in cases {
         let (status, kind, problem) = call(&http, method, &url, user, body.as_deref());
