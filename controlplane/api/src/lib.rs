@@ -24,8 +24,8 @@ pub use profile::{
 pub use services::{
     NsightAnalysis, NsightAnalysisSpec, NsightCloudUI, NsightCloudUISpec, NsightCoordinator,
     NsightCoordinatorSpec, NsightOtelCollector, NsightOtelCollectorSpec, NsightStreamer,
-    NsightStreamerSpec, NsightTenantOperator, NsightTenantOperatorSpec, OTLPProxyConfig,
-    OTLPProxyConfigSpec, StreamerLaunch, Workload,
+    NsightStreamerSpec, NsightStreamerStatus, NsightTenantOperator, NsightTenantOperatorSpec,
+    OTLPProxyConfig, OTLPProxyConfigSpec, StreamerLaunch, Workload,
 };
 pub use storage::{
     MinioSpec, NsightCloudStorageConfig, NsightCloudStorageConfigSpec, Persistence, StorageType,

@@ -3,7 +3,7 @@
 //! NsightStreamer, NsightTenantOperator, NsightCloudUI.
 //!
 //! Each spec flattens [`Workload`] (image, resources, service, placement) and adds its own
-//! section; every one reports [`NsightStatus`].
+//! section; every one reports [`NsightStatus`] (the streamer with its `url`, [`NsightStreamerStatus`]).
 
 use std::collections::BTreeMap;
 
@@ -157,7 +157,7 @@ pub struct OTLPProxyConfigSpec {
     version = "v1alpha1",
     kind = "NsightStreamer",
     namespaced,
-    status = "NsightStatus",
+    status = "NsightStreamerStatus",
     category = "nsight",
     printcolumn = r#"{"name":"Session","type":"string","jsonPath":".spec.sessionId"}"#,
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
@@ -175,6 +175,17 @@ pub struct NsightStreamerSpec {
     /// The STUNner TURN gateway for reachability from outside the cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<Toggle>,
+}
+
+/// A streamer's status: the common conditions, and where it is served once Ready.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NsightStreamerStatus {
+    #[serde(flatten)]
+    pub common: NsightStatus,
+    /// The streamer's address (its Service's in-cluster URL), set while it is Ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
 }
 
 /// The tenant-scoped API the UI calls to create and delete streamers.
@@ -204,6 +215,11 @@ pub struct StreamerLaunch {
     /// Concurrent streamers (default 10).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_active: Option<u32>,
+    /// A streamer neither launched nor opened for this long is deleted: a number and `ms`,
+    /// `s`, `m` or `h` (default `30m`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[0-9]*[1-9][0-9]*(ms|s|m|h)$"))]
+    pub idle_timeout: Option<String>,
 }
 
 /// The web UI, served at the gateway root.

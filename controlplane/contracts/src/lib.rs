@@ -1,15 +1,17 @@
 //! One home for every shape that crosses a process boundary over REST: what the coordinator,
-//! the analysis service and the OTLP converter ([`otlp`], with its span attribute names) accept
-//! and answer, the problem details of their refusals, and the
-//! route prefixes they are served under. Servers, the CLI and the browser UI all compile against
-//! these types, so a change to the wire is a compile error in every party, not an e2e failure.
+//! the analysis service (jobs and report timelines: [`timeline`]), the tenant API and the OTLP
+//! converter ([`otlp`], with its span attribute names) accept and answer, the problem details of
+//! their refusals, and the route prefixes they are served under. Servers, the CLI and the browser
+//! UI all compile against these types, so a change to the wire is a compile error in every party,
+//! not an e2e failure.
 //!
 //! ```text
 //!                   nsight-contracts (serde only; host and wasm32)
 //!          ┌──────────────┬──────────────┬──────────────┐
 //!          v              v              v              v
-//!    coordinator    analysis service    nsight-cloud    ui (browser)
-//!   (axum feature)  (axum feature)       (reqwest)      (fetch)
+//!    coordinator,   analysis service    nsight-cloud    ui (browser)
+//!    tenant API      (axum feature)       (reqwest)      (fetch)
+//!   (axum feature)
 //! ```
 //!
 //! What lives here: plain data, serde attributes, and syntax checks a client can run before
@@ -28,6 +30,7 @@ pub mod otlp;
 pub mod problem;
 pub mod routes;
 pub mod table;
+pub mod tenant;
 pub mod timeline;
 
 pub use problem::Problem;

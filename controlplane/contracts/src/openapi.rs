@@ -1,4 +1,5 @@
-//! The OpenAPI 3.0 documents of the coordinator's and the analysis service's REST APIs. The
+//! The OpenAPI 3.0 documents of the coordinator's, the analysis service's and the tenant API's
+//! REST APIs. The
 //! schemas are derived from this crate's types (schemars, OpenAPI 3.0 settings, so doc comments
 //! become descriptions and `deny_unknown_fields` becomes `additionalProperties: false`); what is
 //! written here by hand is only each endpoint: path, method, parameters and which type each
@@ -15,7 +16,7 @@ use std::cell::RefCell;
 use schemars::{generate::SchemaSettings, JsonSchema, SchemaGenerator};
 use serde_json::{json, Map, Value};
 
-use crate::{analysis, coordinator, problem::MEDIA_TYPE, routes, Problem};
+use crate::{analysis, coordinator, problem::MEDIA_TYPE, routes, tenant, Problem};
 
 /// Collects the schemas an endpoint table refers to (a `RefCell` so the table's expressions can
 /// all share it).
@@ -40,6 +41,11 @@ impl Schemas {
     /// A problem-details answer.
     fn problem(&self, description: &str) -> Value {
         json!({ "description": description, "content": { MEDIA_TYPE: { "schema": self.of::<Problem>() } } })
+    }
+
+    /// A problem-details answer whose document is a `T` (a problem with extension members).
+    fn problem_of<T: JsonSchema>(&self, description: &str) -> Value {
+        json!({ "description": description, "content": { MEDIA_TYPE: { "schema": self.of::<T>() } } })
     }
 
     /// A JSON request body of `T`.
@@ -329,6 +335,76 @@ fn timeline_paths(s: &Schemas) -> Value {
     })
 }
 
+/// The tenant API's (docs/tenant.md).
+pub fn tenant() -> Value {
+    use tenant::*;
+    let s = Schemas::new();
+    let name = path_param("name", json!({ "type": "string" }));
+    let identity = json!({ "name": IDENTITY_HEADER, "in": "header", "required": true,
+        "description": "the caller, set by the gateway's auth filter (never by the client)",
+        "schema": { "type": "string" } });
+    let no_identity = |s: &Schemas| s.problem("no identity header: call through the gateway");
+    let unavailable = |s: &Schemas| s.problem("the Kubernetes API server failed or refused");
+    let paths = json!({
+        "/streamers": {
+            "get": {
+                "summary": "The caller's streamers (everyone's with all=true), oldest first, with the cap",
+                "parameters": [identity.clone(), query("all", "everyone's streamers", json!({ "type": "boolean", "default": false }))],
+                "responses": responses(vec![
+                    ("200", s.ok::<StreamerList>("streamers")),
+                    ("400", s.problem("bad query")),
+                    ("401", no_identity(&s)),
+                    ("503", unavailable(&s)),
+                ])
+            },
+            "post": {
+                "summary": "Launch a streamer for a session or one report (an NsightStreamer owned by the caller)",
+                "parameters": [identity.clone()],
+                "requestBody": s.body::<LaunchStreamer>(),
+                "responses": responses(vec![
+                    ("201", s.ok::<Streamer>("the new streamer (pending until its Pod is ready)")),
+                    ("400", s.problem("malformed body, unknown field, neither or both of sessionId and report, a bad session ID or report key")),
+                    ("401", no_identity(&s)),
+                    ("429", s.problem_of::<CapReached>("streamerLaunch.maxActive streamers run already: the counts and the caller's own streamers")),
+                    ("503", unavailable(&s)),
+                ])
+            }
+        },
+        "/streamers/{name}": {
+            "get": {
+                "summary": "One streamer; marks it active (postpones its reaping)",
+                "parameters": [identity.clone(), name.clone()],
+                "responses": responses(vec![
+                    ("200", s.ok::<Streamer>("the streamer")),
+                    ("400", s.problem("the name is not a resource name")),
+                    ("401", no_identity(&s)),
+                    ("404", s.problem("no such streamer")),
+                    ("503", unavailable(&s)),
+                ])
+            },
+            "delete": {
+                "summary": "Delete one of the caller's streamers (frees a slot)",
+                "parameters": [identity, name],
+                "responses": responses(vec![
+                    ("204", json!({ "description": "deleted" })),
+                    ("400", s.problem("the name is not a resource name")),
+                    ("401", no_identity(&s)),
+                    ("403", s.problem("another user's streamer")),
+                    ("404", s.problem("no such streamer")),
+                    ("503", unavailable(&s)),
+                ])
+            }
+        }
+    });
+    document(
+        "Nsight Tenant API",
+        &format!("Nsight Streamers for the Cloud UI's \"View trace\": at most streamerLaunch.maxActive at once, owned by the identity the gateway forwards, reaped when idle. Behind the gateway at {}.", routes::TENANT_V1),
+        routes::TENANT_V1,
+        paths,
+        s,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -352,12 +428,12 @@ mod tests {
     #[test]
     #[ignore = "prints the documents: cargo test -p nsight-contracts --features schema -- --ignored --nocapture"]
     fn print() {
-        println!("{:#}\n{:#}", coordinator(), analysis());
+        println!("{:#}\n{:#}\n{:#}", coordinator(), analysis(), tenant());
     }
 
     #[test]
     fn every_reference_resolves() {
-        for doc in [coordinator(), analysis()] {
+        for doc in [coordinator(), analysis(), tenant()] {
             let mut found = Vec::new();
             refs(&doc, &mut found);
             assert!(!found.is_empty());
@@ -388,5 +464,11 @@ mod tests {
             doc["components"]["schemas"]["JobStatus"]["enum"],
             json!(["queued", "running", "succeeded", "failed", "cancelled"])
         );
+        let doc = tenant();
+        let schemas = &doc["components"]["schemas"];
+        assert_eq!(schemas["LaunchStreamer"]["additionalProperties"], false);
+        let cap = schemas["CapReached"].to_string();
+        assert!(cap.contains("maxActive") && cap.contains("detail"), "{cap}");
+        assert_eq!(doc["servers"][0]["url"], "/tenant/v1");
     }
 }

@@ -5,6 +5,7 @@
 //!  browser / CLI ──> gateway <gw>/coordinator/v1/status ──> coordinator /coordinator/v1/status
 //!                                                                    (also /v1/status directly)
 //!                    gateway <gw>/analysis/v1/jobs      ──> analysis    /analysis/v1/jobs
+//!                    gateway <gw>/tenant/v1/streamers   ──> tenant API  /tenant/v1/streamers
 //!                    gateway <gw>/storage/v1/objects/K  ──> signed-URL object server
 //! ```
 
@@ -21,6 +22,11 @@ pub const COORDINATOR_V1: &str = "/coordinator/v1";
 pub const ANALYSIS: &str = "/analysis/";
 /// The analysis service's REST API as reached through the gateway; the service serves it too.
 pub const ANALYSIS_V1: &str = "/analysis/v1";
+
+/// The gateway's route prefix for the tenant API (streamers for the UI's "View trace").
+pub const TENANT: &str = "/tenant/";
+/// The tenant API as reached through the gateway; the service serves it too.
+pub const TENANT_V1: &str = "/tenant/v1";
 
 /// Report downloads through URLs signed by the coordinator (a local report store); the object
 /// key follows.
@@ -46,6 +52,7 @@ mod tests {
             ANALYSIS_V1,
             format!("{}{}", ANALYSIS.trim_end_matches('/'), V1)
         );
+        assert_eq!(TENANT_V1, format!("{}{}", TENANT.trim_end_matches('/'), V1));
         assert!(STORAGE_OBJECTS.ends_with('/'));
     }
 }

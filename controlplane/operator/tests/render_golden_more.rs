@@ -505,11 +505,16 @@ fn the_tenant_operator_may_only_manage_streamers_of_its_namespace() {
     assert_eq!(pod["serviceAccountName"], "tenant-operator");
     let args = pod["containers"][0]["args"].to_string();
     assert!(args.contains(r#""--max-active","4""#), "{args}");
+    assert!(args.contains(r#""--idle-timeout","45m""#), "{args}");
     let cr: NsightTenantOperator = parse(&docs("tenant-operator")[0]);
     let mut defaulted = cr.clone();
     defaulted.spec.streamer_launch = None;
     let d = tenant_operator::render(&defaulted, &settings()).unwrap();
     assert!(to_yaml(&d).contains("- '10'"), "default maxActive 10");
+    assert!(
+        !to_yaml(&d).contains("--idle-timeout"),
+        "the binary's default idle time"
+    );
 }
 
 fn init_args(desired: &Desired) -> Value {

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use crate::paths::Layout;
 
 /// (package, binary, committed file) of every service that prints its OpenAPI document.
-const DOCUMENTS: [(&str, &str, &str); 2] = [
+const DOCUMENTS: [(&str, &str, &str); 3] = [
     (
         "nsight-coordinator",
         "nsight-coordinator",
@@ -18,6 +18,11 @@ const DOCUMENTS: [(&str, &str, &str); 2] = [
         "nsight-analysis",
         "nsight-analysis",
         "docs/api/analysis.openapi.json",
+    ),
+    (
+        "nsight-tenant",
+        "nsight-tenant-operator",
+        "docs/api/tenant.openapi.json",
     ),
 ];
 

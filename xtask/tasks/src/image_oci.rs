@@ -91,6 +91,15 @@ const COMPONENTS: &[Component] = &[
         wasm: WasmFiles::Ui,
         entrypoint: &["/usr/local/bin/nsight-cloud-ui"],
     },
+    // The tenant API (controlplane/tenant) an NsightTenantOperator's Deployment runs.
+    Component {
+        name: "nsight-tenant-operator",
+        binaries: &["nsight-tenant-operator"],
+        libraries: &[],
+        install_dir: "/usr/local/bin",
+        wasm: WasmFiles::None,
+        entrypoint: &["/usr/local/bin/nsight-tenant-operator"],
+    },
     // The agent tools an injected Pod's init container (`nsight-agent init`) copies from
     // /opt/nsight (the webhook's source dir) into its tools volume.
     Component {

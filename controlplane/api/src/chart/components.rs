@@ -233,6 +233,11 @@ pub struct StreamerLaunchValues {
     /// Streamers running at once in a namespace, at most.
     #[schemars(range(min = 1))]
     pub max_active: u32,
+    /// A streamer neither launched nor opened for this long is deleted (`30m`, `90s`, `1h`;
+    /// null: the tenant API's default, 30 minutes).
+    #[serde(default)]
+    #[schemars(regex(pattern = r"^[0-9]*[1-9][0-9]*(ms|s|m|h)$"))]
+    pub idle_timeout: Option<String>,
 }
 
 /// `otlpProxyConfig`: the OTLP proxy sidecar's configuration (needs the collector).

@@ -336,12 +336,15 @@ pub async fn collect_garbage_of(
     Ok(deleted)
 }
 
-/// Server-side applies `status` to the status subresource of `K` `name`.
+/// Server-side applies `status`, with the kind's own members `extra` (a streamer's `url`), to
+/// the status subresource of `K` `name`. A member left out of `extra` is removed (the manager
+/// owns the whole status).
 pub async fn patch_status<K>(
     client: &Client,
     namespace: &str,
     name: &str,
     status: &NsightStatus,
+    extra: &serde_json::Map<String, serde_json::Value>,
 ) -> Result<(), Error>
 where
     K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
@@ -349,6 +352,10 @@ where
         + Debug
         + DeserializeOwned,
 {
+    let mut status = serde_json::to_value(status).unwrap_or_default();
+    if let Some(members) = status.as_object_mut() {
+        members.extend(extra.clone());
+    }
     let body = json!({
         "apiVersion": K::api_version(&()),
         "kind": K::kind(&()),

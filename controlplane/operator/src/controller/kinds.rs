@@ -5,7 +5,8 @@
 //!                                                     managed: BucketReady (`bucket`, CreateBucket)
 //! NsightOtelCollector         render::otel_collector  Ready: Deployment
 //! OTLPProxyConfig             render::otlp_proxy      Ready: the collector it names exists
-//! NsightStreamer              render::streamer        Ready: Deployment (reads its storage config)
+//! NsightStreamer              render::streamer        Ready: Deployment (reads its storage config);
+//!                                                     `status.url` while Ready
 //! NsightTenantOperator        render::tenant_operator Ready: Deployment
 //! NsightOperatorProfileConfig (nothing rendered)      Ready: nsys accepts every nsightToolArgs
 //!                                                     (`tool_args`; Warning Event when refused)
@@ -319,7 +320,25 @@ impl Managed for NsightStreamer {
     const KIND: &'static str = "NsightStreamer";
 
     fn status(&self) -> Option<&NsightStatus> {
-        self.status.as_ref()
+        self.status.as_ref().map(|s| &s.common)
+    }
+
+    /// `url` (the Service's in-cluster URL) while Ready.
+    fn status_extra(&self, ready: &[Cond]) -> serde_json::Map<String, serde_json::Value> {
+        let is_ready = ready.iter().any(|c| c.type_ == CONDITION_READY && c.status);
+        let mut extra = serde_json::Map::new();
+        if let (true, Some(url)) = (is_ready, render::streamer::url(self)) {
+            extra.insert("url".into(), url.into());
+        }
+        extra
+    }
+
+    fn current_status_extra(&self) -> serde_json::Map<String, serde_json::Value> {
+        let mut extra = serde_json::Map::new();
+        if let Some(url) = self.status.as_ref().and_then(|s| s.url.clone()) {
+            extra.insert("url".into(), url.into());
+        }
+        extra
     }
 
     /// Reads the NsightCloudStorageConfig `cloudStorageRef` names (none: no storage mounted).

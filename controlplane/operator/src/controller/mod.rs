@@ -225,6 +225,17 @@ pub trait Managed:
         async move { Ok(vec![conditions::ready(deployment)]) }.boxed()
     }
 
+    /// Status members of this kind besides the common ones, from the conditions after an apply
+    /// (a streamer's `url` while Ready); none by default.
+    fn status_extra(&self, _ready: &[Cond]) -> serde_json::Map<String, serde_json::Value> {
+        serde_json::Map::new()
+    }
+
+    /// The members of [`Managed::status_extra`] the object has now.
+    fn current_status_extra(&self) -> serde_json::Map<String, serde_json::Value> {
+        serde_json::Map::new()
+    }
+
     /// A sooner reconcile than [`RESYNC`] after these conditions (a reference that is not
     /// watched is missing or invalid).
     fn recheck(_ready: &[Cond]) -> Option<Duration> {
@@ -441,8 +452,9 @@ async fn reconcile_inner<K: Managed>(cr: &K, ctx: &Context) -> Result<Duration, 
         cr.meta().generation,
         &now(),
     );
-    if cr.status() != Some(&status) {
-        apply::patch_status::<K>(&ctx.client, &namespace, &name, &status).await?;
+    let extra = cr.status_extra(&ready);
+    if cr.status() != Some(&status) || cr.current_status_extra() != extra {
+        apply::patch_status::<K>(&ctx.client, &namespace, &name, &status, &extra).await?;
     }
     if deleted > 0 {
         record(
@@ -510,8 +522,11 @@ pub async fn reconcile<K: Managed>(cr: Arc<K>, ctx: Arc<Context>) -> Result<Acti
                 &now(),
             );
             let namespace = cr.namespace().unwrap_or_default();
+            // Not Ready after a failure: no kind-specific members (a streamer's `url`).
+            let none = serde_json::Map::new();
             if let Err(status_error) =
-                apply::patch_status::<K>(&ctx.client, &namespace, &cr.name_any(), &status).await
+                apply::patch_status::<K>(&ctx.client, &namespace, &cr.name_any(), &status, &none)
+                    .await
             {
                 tracing::debug!(error = %status_error.chain(), "cannot record the failure in the status");
             }

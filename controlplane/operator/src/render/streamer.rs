@@ -3,7 +3,8 @@
 //!
 //! The session comes in as `NSIGHT_SESSION_ID`; the storage config (the external Secret or the
 //! managed server's generated one, see `storage::config_secret`) is mounted and named by
-//! `NSIGHT_CLOUD_STORAGE_CONFIG_FILE`; `turn.enabled` sets `NSIGHT_STREAMER_TURN=1`. Pure.
+//! `NSIGHT_CLOUD_STORAGE_CONFIG_FILE`; `turn.enabled` sets `NSIGHT_STREAMER_TURN=1`. While the
+//! Deployment is available, `status.url` is the Service's in-cluster URL ([`url`]). Pure.
 
 use k8s_openapi::api::core::v1::EnvVar;
 use nsight_api::{NsightCloudStorageConfig, NsightStreamer};
@@ -28,6 +29,21 @@ fn env(name: &str, value: impl Into<String>) -> EnvVar {
         value: Some(value.into()),
         ..EnvVar::default()
     }
+}
+
+/// Where the streamer is served: its Service's in-cluster URL (`http://<name>.<namespace>.svc:<port>/`,
+/// the port of `spec.service.port` or 8080). `None` without a namespace.
+pub fn url(cr: &NsightStreamer) -> Option<String> {
+    let namespace = cr.metadata.namespace.as_deref()?;
+    let name = cr.metadata.name.as_deref()?;
+    let port = cr
+        .spec
+        .workload
+        .service
+        .as_ref()
+        .and_then(|s| s.port)
+        .unwrap_or(HTTP.port);
+    Some(format!("http://{name}.{namespace}.svc:{port}/"))
 }
 
 /// `storage` is the NsightCloudStorageConfig `spec.cloudStorageRef` names, when it exists.

@@ -2,8 +2,8 @@
 //! and RoleBinding in its own namespace, Service (`http` 8080) and the `nsight-tenant-operator`
 //! Deployment.
 //!
-//! Least privilege: the Role lets it create, read and delete NsightStreamers of its namespace
-//! (one per UI session) and read their status; nothing else, nowhere else. Pure.
+//! Least privilege: the Role lets it list, read, create, annotate (patch) and delete the
+//! NsightStreamers of its namespace; nothing else, nowhere else. Pure.
 
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use nsight_api::NsightTenantOperator;
@@ -22,24 +22,20 @@ pub const HTTP: Port = Port {
 /// Concurrent streamers unless `streamerLaunch.maxActive` says otherwise (the documented default).
 pub const DEFAULT_MAX_ACTIVE: u32 = 10;
 
-/// The rules of the tenant operator's Role.
+/// The rules of the tenant operator's Role: what its API (controlplane/tenant) does with the
+/// streamers of its namespace, nothing more. `list` counts them against the cap, `get` reads one,
+/// `create` launches, `patch` records activity (an annotation), `delete` removes one or reaps an
+/// idle one. No `watch`, no `update`, no `status` subresource (a streamer's status comes with the
+/// object), no other kind.
 pub fn rules() -> Vec<PolicyRule> {
-    vec![
-        PolicyRule {
-            api_groups: Some(vec![nsight_api::GROUP.into()]),
-            resources: Some(vec!["nsightstreamers".into()]),
-            verbs: ["get", "list", "watch", "create", "delete"]
-                .map(String::from)
-                .to_vec(),
-            ..PolicyRule::default()
-        },
-        PolicyRule {
-            api_groups: Some(vec![nsight_api::GROUP.into()]),
-            resources: Some(vec!["nsightstreamers/status".into()]),
-            verbs: vec!["get".into()],
-            ..PolicyRule::default()
-        },
-    ]
+    vec![PolicyRule {
+        api_groups: Some(vec![nsight_api::GROUP.into()]),
+        resources: Some(vec!["nsightstreamers".into()]),
+        verbs: ["get", "list", "create", "patch", "delete"]
+            .map(String::from)
+            .to_vec(),
+        ..PolicyRule::default()
+    }]
 }
 
 pub fn render(
@@ -54,16 +50,26 @@ pub fn render(
         .as_ref()
         .and_then(|s| s.max_active)
         .unwrap_or(DEFAULT_MAX_ACTIVE);
+    let mut args = vec![
+        "--http".into(),
+        format!("0.0.0.0:{}", HTTP.port),
+        "--namespace".into(),
+        owner.namespace.clone(),
+        "--max-active".into(),
+        max_active.to_string(),
+    ];
+    // The CRD's pattern admits only what the binary's `--idle-timeout` parses.
+    if let Some(idle) = cr
+        .spec
+        .streamer_launch
+        .as_ref()
+        .and_then(|s| s.idle_timeout.as_ref())
+    {
+        args.extend(["--idle-timeout".into(), idle.clone()]);
+    }
     let main = Main {
         image: settings.image(NAME),
-        args: vec![
-            "--http".into(),
-            format!("0.0.0.0:{}", HTTP.port),
-            "--namespace".into(),
-            owner.namespace.clone(),
-            "--max-active".into(),
-            max_active.to_string(),
-        ],
+        args,
         ports: ports.clone(),
         health_path: Some("/healthz"),
         ..Main::default()

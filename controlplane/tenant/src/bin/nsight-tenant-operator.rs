@@ -1,0 +1,70 @@
+//! `nsight-tenant-operator`: the tenant API server (the NsightTenantOperator's Deployment).
+
+use std::net::SocketAddr;
+
+use clap::Parser;
+use nsight_tenant::{core::StreamerTemplate, Config};
+
+#[derive(Debug, Parser)]
+#[command(
+    version,
+    about = "Launches capped, owned, idle-reaped Nsight Streamers for the Cloud UI"
+)]
+struct Args {
+    /// REST API address (behind the gateway's /tenant/ prefix).
+    #[arg(long, env = "NSIGHT_TENANT_HTTP", default_value = "0.0.0.0:8080")]
+    http: SocketAddr,
+    /// The namespace whose NsightStreamers it manages (its own).
+    #[arg(long, env = "POD_NAMESPACE", required_unless_present = "print_openapi")]
+    namespace: Option<String>,
+    /// At most this many streamers at once (streamerLaunch.maxActive).
+    #[arg(long, default_value_t = 10)]
+    max_active: u32,
+    /// A streamer neither launched nor read for this long is deleted (30m, 90s, 1h).
+    #[arg(long, default_value = "30m", value_parser = nsight_tenant::core::parse_duration)]
+    idle_timeout: std::time::Duration,
+    /// The NsightCloudStorageConfig launched streamers read reports from.
+    #[arg(long)]
+    cloud_storage_ref: Option<String>,
+    /// The image of launched streamers (their `spec.image`); without it the operator's default
+    /// `<repository>/nsight-streamer:<tag>`.
+    #[arg(long)]
+    streamer_image: Option<String>,
+    /// Print the REST API's OpenAPI document and exit.
+    #[arg(long)]
+    print_openapi: bool,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    if args.print_openapi {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&nsight_contracts::openapi::tenant())?
+        );
+        return Ok(());
+    }
+    let Some(namespace) = args.namespace else {
+        anyhow::bail!("--namespace is required");
+    };
+    let client = kube::Client::try_default().await?;
+    let listener = tokio::net::TcpListener::bind(args.http).await?;
+    tracing::info!(addr = %listener.local_addr()?, %namespace, max_active = args.max_active, idle = ?args.idle_timeout, "nsight-tenant-operator ready");
+    let config = Config {
+        max_active: args.max_active,
+        idle: args.idle_timeout,
+        template: StreamerTemplate {
+            cloud_storage_ref: args.cloud_storage_ref,
+            image: args.streamer_image,
+        },
+    };
+    nsight_tenant::run(listener, client, &namespace, config).await?;
+    Ok(())
+}
