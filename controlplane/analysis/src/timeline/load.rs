@@ -7,6 +7,7 @@
 //!  PROCESSES, ThreadNames, StringIds ──> labels
 //!  NVTX_EVENTS, CUPTI_ACTIVITY_KIND_RUNTIME, OSRT_API ──globalTid──> process > thread > row
 //!  CUPTI_ACTIVITY_KIND_{KERNEL,MEMCPY,MEMSET}, TARGET_INFO_GPU ──> GPU > stream
+//!  NVTX ranges x API calls x GPU work (correlation id) ──project──> GPU > NVTX (projected)
 //! ```
 
 use std::{
