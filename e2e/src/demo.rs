@@ -86,6 +86,33 @@ pub struct LocalPlatform {
 }
 
 impl LocalPlatform {
+    /// The platform as the browser tests run it: the built binaries and Wasm artifacts, Envoy,
+    /// no sample program, free ports, plain HTTP, its state and outputs below `root`. Returns it
+    /// and the options it was started with.
+    pub fn start_for_tests(root: &Path) -> Result<(Self, DemoOptions), String> {
+        let paths = DemoPaths {
+            bin_dir: crate::bin("nsight-controlplane")
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_default(),
+            wasm_dir: crate::required_path("NSIGHT_WASM_DIR", "cargo xtask build-wasm"),
+            envoy_bin: crate::envoy_bin(),
+            python: crate::agent::python(),
+            sample: PathBuf::new(),
+            nsys: None,
+        };
+        let options = DemoOptions {
+            state_dir: root.join("state"),
+            gateway_port: crate::free_port(),
+            storage_port: crate::free_port(),
+            internal_ports_from: crate::free_port_range(7),
+            collect_for: Duration::from_secs(1),
+            out_dir: root.join("out"),
+            tls: false,
+        };
+        Ok((Self::start(&paths, &options)?, options))
+    }
+
     /// Starts `nsight-controlplane local` and waits until its gateway answers.
     pub fn start(paths: &DemoPaths, options: &DemoOptions) -> Result<Self, String> {
         std::fs::create_dir_all(&options.state_dir)

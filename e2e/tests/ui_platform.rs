@@ -17,15 +17,11 @@
 use std::{
     path::{Path, PathBuf},
     process::Command,
-    time::{Duration, Instant},
+    time::Instant,
 };
 
 use nsight_e2e::{
-    agent, bin, chromium_bin,
-    demo::{DemoOptions, DemoPaths, LocalPlatform},
-    envoy_bin, free_port, free_port_range, http,
-    process::Running,
-    required_path, TempDir,
+    agent, bin, chromium_bin, demo::LocalPlatform, http, process::Running, required_path, TempDir,
 };
 use serde_json::Value;
 
@@ -86,24 +82,7 @@ fn ui_bytes(n: u64) -> String {
 fn a_person_profiles_and_analyses_from_the_browser() {
     let playwright = required_path("NSIGHT_PLAYWRIGHT_DIR", "cargo xtask setup playwright");
     let dir = TempDir::new("ui-platform");
-    let paths = DemoPaths {
-        bin_dir: bin("nsight-controlplane").parent().unwrap().to_path_buf(),
-        wasm_dir: required_path("NSIGHT_WASM_DIR", "cargo xtask build-wasm"),
-        envoy_bin: envoy_bin(),
-        python: agent::python(),
-        sample: PathBuf::new(),
-        nsys: None,
-    };
-    let options = DemoOptions {
-        state_dir: dir.path().join("state"),
-        gateway_port: free_port(),
-        storage_port: free_port(),
-        internal_ports_from: free_port_range(7),
-        collect_for: Duration::from_secs(1),
-        out_dir: dir.path().join("out"),
-        tls: false,
-    };
-    let platform = LocalPlatform::start(&paths, &options).unwrap();
+    let (platform, options) = LocalPlatform::start_for_tests(dir.path()).unwrap();
     let _agent = start_agent(&platform, &options.state_dir);
 
     let shots = screenshots_dir();

@@ -15,16 +15,12 @@
 
 mod common;
 
-use std::{path::PathBuf, process::Command, time::Duration};
+use std::{path::PathBuf, process::Command};
 
 use common::service::testdata;
 use nsight_analysis::timeline::{index::Source, load};
 use nsight_contracts::timeline::TrackKind;
-use nsight_e2e::{
-    agent, bin, chromium_bin,
-    demo::{DemoOptions, DemoPaths, LocalPlatform},
-    envoy_bin, free_port, free_port_range, required_path, TempDir,
-};
+use nsight_e2e::{chromium_bin, demo::LocalPlatform, required_path, TempDir};
 use rusqlite::Connection;
 use serde_json::{json, Value};
 
@@ -43,24 +39,7 @@ fn close(a: f64, b: f64, tolerance: f64) -> bool {
 fn a_person_reads_a_reports_timeline_in_the_browser() {
     let playwright = required_path("NSIGHT_PLAYWRIGHT_DIR", "cargo xtask setup playwright");
     let dir = TempDir::new("ui-timeline");
-    let paths = DemoPaths {
-        bin_dir: bin("nsight-controlplane").parent().unwrap().to_path_buf(),
-        wasm_dir: required_path("NSIGHT_WASM_DIR", "cargo xtask build-wasm"),
-        envoy_bin: envoy_bin(),
-        python: agent::python(),
-        sample: PathBuf::new(),
-        nsys: None,
-    };
-    let options = DemoOptions {
-        state_dir: dir.path().join("state"),
-        gateway_port: free_port(),
-        storage_port: free_port(),
-        internal_ports_from: free_port_range(7),
-        collect_for: Duration::from_secs(1),
-        out_dir: dir.path().join("out"),
-        tls: false,
-    };
-    let platform = LocalPlatform::start(&paths, &options).unwrap();
+    let (platform, options) = LocalPlatform::start_for_tests(dir.path()).unwrap();
     let source = testdata("gtls/report1.sqlite");
     let store = PathBuf::from(platform.description["reportsDir"].as_str().unwrap());
     let dest = store.join(KEY);

@@ -448,6 +448,24 @@ fn nvtx_range_types(reader: &Reader<'_>) -> Result<String, LoadError> {
     Ok("59, 60".to_owned())
 }
 
+/// A row of two columns, either possibly NULL.
+type Pair<A, B> = (Option<A>, Option<B>);
+
+impl Reader<'_> {
+    /// The rows of a two-column query.
+    fn pairs<A: rusqlite::types::FromSql, B: rusqlite::types::FromSql>(
+        &self,
+        sql: &str,
+    ) -> Result<Vec<Pair<A, B>>, LoadError> {
+        let rows = self
+            .conn
+            .prepare(sql)?
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(rows)
+    }
+}
+
 fn copy_labels(reader: &Reader<'_>) -> Result<HashMap<i64, String>, LoadError> {
     let mut labels: HashMap<i64, String> = COPY_KINDS
         .iter()
@@ -455,12 +473,8 @@ fn copy_labels(reader: &Reader<'_>) -> Result<HashMap<i64, String>, LoadError> {
         .map(|(i, l)| (i as i64, (*l).to_owned()))
         .collect();
     if reader.has("ENUM_CUDA_MEMCPY_OPER") {
-        let rows = reader
-            .conn
-            .prepare("SELECT id, label FROM ENUM_CUDA_MEMCPY_OPER")?
-            .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))?
-            .collect::<Result<Vec<_>, _>>()?;
-        labels.extend(rows);
+        let rows = reader.pairs::<i64, String>("SELECT id, label FROM ENUM_CUDA_MEMCPY_OPER")?;
+        labels.extend(rows.into_iter().filter_map(|(id, l)| Some((id?, l?))));
     }
     Ok(labels)
 }
@@ -469,13 +483,7 @@ fn process_names(reader: &Reader<'_>) -> Result<HashMap<i64, String>, LoadError>
     if !reader.has("PROCESSES") {
         return Ok(HashMap::new());
     }
-    let rows = reader
-        .conn
-        .prepare("SELECT globalPid, name FROM PROCESSES")?
-        .query_map([], |r| {
-            Ok((r.get::<_, Option<i64>>(0)?, r.get::<_, Option<String>>(1)?))
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
+    let rows = reader.pairs::<i64, String>("SELECT globalPid, name FROM PROCESSES")?;
     Ok(rows
         .into_iter()
         .filter_map(|(g, n)| Some((pid_tid(g?).0, n?)))
@@ -486,13 +494,7 @@ fn thread_names(reader: &Reader<'_>) -> Result<HashMap<(i64, i64), String>, Load
     if !reader.has("ThreadNames") {
         return Ok(HashMap::new());
     }
-    let rows = reader
-        .conn
-        .prepare("SELECT globalTid, nameId FROM ThreadNames")?
-        .query_map([], |r| {
-            Ok((r.get::<_, Option<i64>>(0)?, r.get::<_, Option<i64>>(1)?))
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
+    let rows = reader.pairs::<i64, i64>("SELECT globalTid, nameId FROM ThreadNames")?;
     Ok(rows
         .into_iter()
         .filter_map(|(g, n)| Some((pid_tid(g?), reader.string(n)?.to_owned())))
@@ -511,13 +513,7 @@ fn gpu_names(reader: &Reader<'_>) -> Result<HashMap<i64, String>, LoadError> {
     if !cols.contains("name") {
         return Ok(HashMap::new());
     }
-    let rows = reader
-        .conn
-        .prepare(&format!("SELECT {id}, name FROM TARGET_INFO_GPU"))?
-        .query_map([], |r| {
-            Ok((r.get::<_, Option<i64>>(0)?, r.get::<_, Option<String>>(1)?))
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
+    let rows = reader.pairs::<i64, String>(&format!("SELECT {id}, name FROM TARGET_INFO_GPU"))?;
     Ok(rows
         .into_iter()
         .filter_map(|(id, n)| Some((id?, n?)))
