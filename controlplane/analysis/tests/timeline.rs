@@ -17,7 +17,7 @@ mod common;
 use std::collections::BTreeSet;
 
 use common::{
-    reports,
+    kernels_in_range, reports,
     service::{problem, seed, testdata, Service},
     short,
 };
@@ -326,18 +326,7 @@ fn a_selections_aggregates_equal_sql() {
             .map(|t| t.id)
             .collect();
         let summary = idx.range(s, e, &streams);
-        let mut stmt = db
-            .prepare(
-                "SELECT s.value, count(*), sum(min(k.end, ?2) - max(k.start, ?1)) \
-                 FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName \
-                 WHERE k.start < ?2 AND k.end > ?1 GROUP BY s.value",
-            )
-            .unwrap();
-        let oracle: Vec<(String, i64, i64)> = stmt
-            .query_map([s, e], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
+        let oracle = kernels_in_range(&db, s, e);
         assert!(oracle.len() > 3, "{rel}: too few kernels in the range");
         for (name, count, total) in oracle {
             let got = summary

@@ -17,7 +17,7 @@ mod common;
 
 use std::{path::PathBuf, process::Command};
 
-use common::service::testdata;
+use common::{kernels_in_range, service::testdata};
 use nsight_analysis::timeline::{index::Source, load};
 use nsight_contracts::timeline::TrackKind;
 use nsight_e2e::{chromium_bin, demo::LocalPlatform, required_path, TempDir};
@@ -184,18 +184,7 @@ fn a_person_reads_a_reports_timeline_in_the_browser() {
     let (a, b) = found["sel"].as_str().unwrap().split_once('_').unwrap();
     let (a, b): (i64, i64) = (a.parse().unwrap(), b.parse().unwrap());
     let rows = found["rangeRows"].as_array().unwrap();
-    let mut stmt = db
-        .prepare(
-            "SELECT s.value, count(*), sum(min(k.end, ?2) - max(k.start, ?1)) \
-             FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName \
-             WHERE k.start < ?2 AND k.end > ?1 GROUP BY s.value",
-        )
-        .unwrap();
-    let oracle: Vec<(String, i64, i64)> = stmt
-        .query_map([a, b], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
+    let oracle = kernels_in_range(&db, a, b);
     assert!(!oracle.is_empty(), "no kernels in the selection {a}..{b}");
     for (kernel, count, total) in &oracle {
         let row = rows

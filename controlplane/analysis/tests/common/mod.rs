@@ -183,3 +183,23 @@ pub fn has_column(db: &Path, table: &str, column: &str) -> bool {
     );
     rows[0]["n"].as_i64() == Some(1)
 }
+
+/// Per kernel name, the kernels that overlap `[start, end)`: `(name, count, total duration
+/// clipped to the range)` (the timeline's range aggregates, by SQL).
+pub fn kernels_in_range(
+    db: &rusqlite::Connection,
+    start: i64,
+    end: i64,
+) -> Vec<(String, i64, i64)> {
+    let mut stmt = db
+        .prepare(
+            "SELECT s.value, count(*), sum(min(k.end, ?2) - max(k.start, ?1)) \
+             FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName \
+             WHERE k.start < ?2 AND k.end > ?1 GROUP BY s.value",
+        )
+        .unwrap();
+    stmt.query_map([start, end], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
