@@ -342,7 +342,14 @@ fn cancel_stops_a_runaway_job_within_a_second() {
     let next = svc.create(json!({ "recipe": "cuda_gpu_kern_sum", "session": "s" }));
     svc.wait_status(&runaway, "running");
     std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(svc.get(&format!("/v1/jobs/{next}")).1["status"], "queued");
+    assert_eq!(
+        svc.get(&format!("/v1/jobs/{next}")).1["status"],
+        "queued",
+        "the runaway job should still hold the only slot: {}\nits log: {}\n{}",
+        svc.get(&format!("/v1/jobs/{runaway}")).1,
+        svc.get(&format!("/v1/jobs/{runaway}/logs")).1,
+        svc.process.log()
+    );
     // A running job cannot be deleted.
     let r = http::request(
         svc.http,
