@@ -493,3 +493,34 @@ fn the_service_serves_the_timeline_tiles_details_and_ranges() {
     assert!(r.body.contains("cannot read the report"), "{}", r.body);
     assert_eq!(svc.get("/healthz").0, 200);
 }
+
+#[test]
+fn a_restarted_service_reads_its_saved_index_not_the_report() {
+    let dir = TempDir::new("analysis-timeline-restart");
+    let key = "default/s1/1/app_default_0_a.sqlite";
+    seed(dir.path(), key, &testdata("nsys-ai/h100_2gpu_1s.sqlite"));
+    let state = dir.path().join("state");
+    let mut svc = Service::start(dir.path(), Some(&state), &[]);
+    let path = format!("/analysis/v1/timeline?report={key}");
+    let (status, first) = svc.get(&path);
+    assert_eq!(status, 200, "{first}");
+    let tile = tile_path(key, 1, first["topLevel"].as_u64().unwrap() as u8, 0);
+    let (_, first_tile) = http::get_bytes(svc.http, &tile, &[]).unwrap();
+    assert!(svc.process.log().contains("timeline indexed"));
+    svc.process.kill();
+
+    let svc = Service::start(dir.path(), Some(&state), &[]);
+    let (status, again) = svc.get(&path);
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(again, first);
+    let (_, again_tile) = http::get_bytes(svc.http, &tile, &[]).unwrap();
+    assert_eq!(again_tile, first_tile);
+    let log = svc.process.log();
+    assert!(log.contains("timeline index read from disk"), "{log}");
+    assert!(!log.contains("timeline indexed"), "{log}");
+    // Details still come from the report fetched before the restart.
+    let (status, d) = svc.get(&format!(
+        "/analysis/v1/timeline/event?report={key}&track=2&event=0"
+    ));
+    assert_eq!(status, 200, "{d}");
+}

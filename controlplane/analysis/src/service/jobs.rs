@@ -92,6 +92,7 @@ impl Service {
         store: Store,
         records: Records,
         work_dir: PathBuf,
+        timeline_dir: PathBuf,
         max_concurrent_jobs: usize,
     ) -> Result<(Self, Vec<Uuid>), super::records::RecordsError> {
         let mut records = records;
@@ -113,7 +114,7 @@ impl Service {
             catalog,
             host,
             store,
-            timelines: super::timelines::Timelines::new(work_dir.join("timeline")),
+            timelines: super::timelines::Timelines::new(timeline_dir),
             work_dir,
             permits: Arc::new(Semaphore::new(max_concurrent_jobs.max(1))),
             jobs: Mutex::new(jobs),

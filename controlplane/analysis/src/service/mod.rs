@@ -116,12 +116,18 @@ pub async fn serve(config: ServiceConfig) -> Result<Running, ServeError> {
     let _ = std::fs::remove_dir_all(&work_dir);
     mkdir(&work_dir)?;
     let recipes = catalog.names().iter().map(|s| s.to_string()).collect();
+    // Saved timeline indexes outlive a restart when there is a state directory.
+    let timeline_dir = match &config.state_dir {
+        Some(dir) => dir.join("timeline"),
+        None => work_dir.join("timeline"),
+    };
     let (svc, queued) = jobs::Service::restore(
         catalog,
         host,
         config.store,
         records,
         work_dir,
+        timeline_dir,
         config.max_concurrent_jobs,
     )?;
     let requeued = queued.len();

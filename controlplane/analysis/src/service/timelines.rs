@@ -1,11 +1,14 @@
 //! The timeline cache (I/O shell around `crate::timeline`): a report is fetched from storage
 //! and indexed once per version (its key and ETag), by the first request that needs it; others
-//! wait for that one. The newest indexes are kept in memory up to a count and a byte budget.
+//! wait for that one. The newest indexes are kept in memory up to a count and a byte budget;
+//! each is also saved beside its fetched report (`<state>/timeline/`), so a restarted service
+//! reads the saved index instead of the report.
 //!
 //! ```text
 //!  GET /timeline?report=K ──head K (ETag)──> cache[K@etag] ── hit ──> Arc<Loaded>
-//!                                                  └─ miss: download to <work>/timeline/, index
-//!                                                     (spawn_blocking), keep, evict the oldest
+//!                                                  └─ miss: <hash>.index saved? load it
+//!                                                     else download <hash>.sqlite, index, save
+//!                                                     (spawn_blocking); evict the oldest
 //! ```
 
 use std::{
@@ -21,7 +24,7 @@ use nsight_storage::{
 };
 use tokio::sync::OnceCell;
 
-use crate::timeline::{load, Index};
+use crate::timeline::{self, load, Index};
 
 use super::jobs::ServiceError;
 
@@ -58,7 +61,10 @@ fn file_name(id: &str) -> String {
 }
 
 impl Timelines {
+    /// The cache over `dir`, where files of earlier runs beyond the newest
+    /// [`MAX_ENTRIES`] reports are deleted.
     pub fn new(dir: PathBuf) -> Self {
+        prune(&dir);
         Timelines {
             dir,
             entries: Mutex::new(VecDeque::new()),
@@ -98,6 +104,7 @@ impl Timelines {
                 keep.push_front((id, slot));
             } else if let Some(l) = slot.get() {
                 let _ = std::fs::remove_file(&l.path);
+                let _ = std::fs::remove_file(l.path.with_extension("index"));
             }
         }
         *entries = keep;
@@ -125,6 +132,25 @@ impl Timelines {
         let path = self.dir.join(file_name(&id));
         let loaded = slot
             .get_or_try_init(|| async {
+                let saved = path.with_extension("index");
+                if path.exists() && saved.exists() {
+                    let file = saved.clone();
+                    match tokio::task::spawn_blocking(move || timeline::saved::load(&file)).await {
+                        Ok(Ok(index)) => {
+                            tracing::info!(report = %key, "timeline index read from disk");
+                            return Ok(Arc::new(Loaded {
+                                key: key.to_owned(),
+                                etag: etag.clone(),
+                                path: path.clone(),
+                                index,
+                            }));
+                        }
+                        Ok(Err(e)) => {
+                            tracing::warn!(report = %key, error = %e, "saved timeline index unreadable; indexing again");
+                        }
+                        Err(e) => tracing::warn!(error = %e, "reading the saved index stopped"),
+                    }
+                }
                 download_to_file(store, key, &path).await.map_err(|e| {
                     ServiceError::Unavailable(format!("cannot fetch the report: {}", e.chain()))
                 })?;
@@ -134,6 +160,18 @@ impl Timelines {
                     .map_err(|e| ServiceError::Unavailable(format!("indexing stopped: {e}")))?
                     .map_err(|e| ServiceError::Invalid(format!("`{key}`: {e}")))?;
                 tracing::info!(report = %key, tracks = index.tracks.len(), "timeline indexed");
+                let index = Arc::new(index);
+                let to_save = index.clone();
+                let saved_to = saved.clone();
+                let written =
+                    tokio::task::spawn_blocking(move || timeline::saved::save(&to_save, &saved_to))
+                        .await;
+                if !matches!(written, Ok(Ok(()))) {
+                    tracing::warn!(report = %key, "the timeline index was not saved; a restart indexes again");
+                }
+                let index = Arc::try_unwrap(index).map_err(|_| {
+                    ServiceError::Unavailable("the index is still in use".to_owned())
+                })?;
                 Ok::<_, ServiceError>(Arc::new(Loaded {
                     key: key.to_owned(),
                     etag: etag.clone(),
@@ -146,5 +184,20 @@ impl Timelines {
         drop(slot);
         self.evict();
         loaded
+    }
+}
+
+/// Deletes the oldest files of `dir` beyond two per kept report (its `.sqlite` and `.index`).
+fn prune(dir: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut files: Vec<(std::time::SystemTime, PathBuf)> = entries
+        .flatten()
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .collect();
+    files.sort_by(|a, b| b.0.cmp(&a.0));
+    for (_, path) in files.into_iter().skip(2 * MAX_ENTRIES) {
+        let _ = std::fs::remove_file(path);
     }
 }

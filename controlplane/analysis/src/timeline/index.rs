@@ -277,20 +277,17 @@ fn number_and_pack(mut raw: Vec<RawEvent>, origin: i64, top_level: u8) -> TrackE
         rows: Vec::new(),
     };
     let mut row_ends: Vec<i64> = Vec::new();
-    let mut row_members: Vec<Vec<u32>> = Vec::new();
-    for (i, e) in raw.iter().enumerate() {
+    for e in &raw {
         let end = e.end.max(e.start);
         let row = match row_ends.iter().position(|&re| re <= e.start) {
             Some(r) => r,
             None if row_ends.len() < MAX_ROWS => {
                 row_ends.push(i64::MIN);
-                row_members.push(Vec::new());
                 row_ends.len() - 1
             }
             None => MAX_ROWS - 1,
         };
         row_ends[row] = row_ends[row].max(end);
-        row_members[row].push(i as u32);
         ev.start.push(e.start);
         ev.end.push(end);
         ev.name.push(e.name);
@@ -299,11 +296,27 @@ fn number_and_pack(mut raw: Vec<RawEvent>, origin: i64, top_level: u8) -> TrackE
         ev.rowid.push(e.rowid);
     }
     drop(raw);
-    ev.rows = row_members
-        .into_iter()
-        .map(|members| Row::build(members, &ev.start, &ev.end, origin, top_level))
-        .collect();
+    ev.rows = rows_of(&ev, origin, top_level);
     ev
+}
+
+/// The rows of a track whose events know their row: each row's events in start order, with
+/// its pyramid.
+pub fn rows_of(ev: &TrackEvents, origin: i64, top_level: u8) -> Vec<Row> {
+    let count = ev
+        .row
+        .iter()
+        .map(|&r| usize::from(r) + 1)
+        .max()
+        .unwrap_or(0);
+    let mut members: Vec<Vec<u32>> = vec![Vec::new(); count];
+    for (i, &r) in ev.row.iter().enumerate() {
+        members[usize::from(r)].push(i as u32);
+    }
+    members
+        .into_iter()
+        .map(|m| Row::build(m, &ev.start, &ev.end, origin, top_level))
+        .collect()
 }
 
 #[cfg(test)]

@@ -4,7 +4,8 @@
 //!
 //! ```text
 //!  report.sqlite ──load──> [TrackSource] ──Index::build──> Index ──tile / range──> contracts
-//!                                                            └──detail (SQL on the report)
+//!                                                            ├──detail (SQL on the report)
+//!                                                            └──saved (on disk, for a restart)
 //! ```
 
 pub mod detail;
@@ -12,5 +13,6 @@ pub mod index;
 pub mod load;
 pub mod project;
 pub mod pyramid;
+pub mod saved;
 
 pub use index::Index;
