@@ -196,7 +196,7 @@ fn prune(dir: &std::path::Path) {
         .flatten()
         .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
         .collect();
-    files.sort_by(|a, b| b.0.cmp(&a.0));
+    files.sort_by_key(|f| std::cmp::Reverse(f.0));
     for (_, path) in files.into_iter().skip(2 * MAX_ENTRIES) {
         let _ = std::fs::remove_file(path);
     }
