@@ -47,6 +47,17 @@ pub fn request(
     headers: &[(&str, &str)],
     body: Option<&str>,
 ) -> std::io::Result<Response> {
+    parse(&exchange(addr, method, path, headers, body)?)
+}
+
+/// Sends one request and reads the raw response.
+fn exchange(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> std::io::Result<Vec<u8>> {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
     let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
@@ -59,7 +70,7 @@ pub fn request(
     req.push_str("\r\n");
     req.push_str(body.unwrap_or(""));
     stream.write_all(req.as_bytes())?;
-    parse(&read_response(&mut stream)?)
+    read_response(&mut stream)
 }
 
 /// One GET whose body is binary: the response (its `body` lossy text) and the body's bytes
@@ -69,15 +80,7 @@ pub fn get_bytes(
     path: &str,
     headers: &[(&str, &str)],
 ) -> std::io::Result<(Response, Vec<u8>)> {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
-    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
-    let mut req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str("\r\n");
-    stream.write_all(req.as_bytes())?;
-    let raw = read_response(&mut stream)?;
+    let raw = exchange(addr, "GET", path, headers, None)?;
     let body = raw
         .windows(4)
         .position(|w| w == b"\r\n\r\n")

@@ -125,7 +125,6 @@ pub fn timeline(layout: &Layout, events: u64) -> Result<()> {
             stats["tile_ms_max"].as_f64().unwrap_or(0.0),
             stats["tile_max_kib"].as_f64().unwrap_or(0.0),
         );
-        let _ = &ours.stderr;
     }
     Ok(())
 }

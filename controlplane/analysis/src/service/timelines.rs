@@ -154,24 +154,22 @@ impl Timelines {
                 download_to_file(store, key, &path).await.map_err(|e| {
                     ServiceError::Unavailable(format!("cannot fetch the report: {}", e.chain()))
                 })?;
-                let file = path.clone();
-                let index = tokio::task::spawn_blocking(move || load::load(&file))
-                    .await
-                    .map_err(|e| ServiceError::Unavailable(format!("indexing stopped: {e}")))?
-                    .map_err(|e| ServiceError::Invalid(format!("`{key}`: {e}")))?;
+                // Indexed and saved in one blocking task; a failed save only costs a re-index
+                // after a restart.
+                let (file, saved_to) = (path.clone(), saved.clone());
+                let (index, written) = tokio::task::spawn_blocking(move || {
+                    load::load(&file).map(|index| {
+                        let written = timeline::saved::save(&index, &saved_to);
+                        (index, written)
+                    })
+                })
+                .await
+                .map_err(|e| ServiceError::Unavailable(format!("indexing stopped: {e}")))?
+                .map_err(|e| ServiceError::Invalid(format!("`{key}`: {e}")))?;
                 tracing::info!(report = %key, tracks = index.tracks.len(), "timeline indexed");
-                let index = Arc::new(index);
-                let to_save = index.clone();
-                let saved_to = saved.clone();
-                let written =
-                    tokio::task::spawn_blocking(move || timeline::saved::save(&to_save, &saved_to))
-                        .await;
-                if !matches!(written, Ok(Ok(()))) {
-                    tracing::warn!(report = %key, "the timeline index was not saved; a restart indexes again");
+                if let Err(e) = written {
+                    tracing::warn!(report = %key, error = %e, "the timeline index was not saved; a restart indexes again");
                 }
-                let index = Arc::try_unwrap(index).map_err(|_| {
-                    ServiceError::Unavailable("the index is still in use".to_owned())
-                })?;
                 Ok::<_, ServiceError>(Arc::new(Loaded {
                     key: key.to_owned(),
                     etag: etag.clone(),
