@@ -53,7 +53,9 @@ pub fn stage<T>(name: &str, f: impl FnOnce() -> Result<T>) -> Result<(T, f64)> {
 }
 
 /// A command running in the background with its output in a log file: started early so that it
-/// fills the cores while the foreground waits on something serial. Killed if dropped unwaited.
+/// fills the cores while the foreground waits on something serial. It leads a process group of
+/// its own, and the whole group (its `go build`s and `cargo install`s too) is killed if it is
+/// dropped unwaited.
 pub struct Background {
     child: Option<std::process::Child>,
     line: String,
@@ -70,7 +72,9 @@ impl Background {
             .with_context(|| format!("cannot create {}", log.display()))?;
         let err = out.try_clone()?;
         eprintln!("$ {line} (in the background; output in {})", log.display());
+        use std::os::unix::process::CommandExt as _;
         let child = cmd
+            .process_group(0)
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
@@ -110,6 +114,9 @@ impl Background {
 impl Drop for Background {
     fn drop(&mut self) {
         if let Some(child) = self.child.as_mut() {
+            if let Some(group) = rustix::process::Pid::from_raw(child.id() as i32) {
+                let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+            }
             let _ = child.kill();
             let _ = child.wait();
         }
