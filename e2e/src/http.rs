@@ -86,7 +86,37 @@ pub fn get_bytes(
         .position(|w| w == b"\r\n\r\n")
         .map(|end| raw[end + 4..].to_vec())
         .unwrap_or_default();
-    Ok((parse(&raw)?, body))
+    let response = parse(&raw)?;
+    let chunked = response
+        .header("transfer-encoding")
+        .is_some_and(|v| v.eq_ignore_ascii_case("chunked"));
+    let body = if chunked { dechunk_bytes(&body)? } else { body };
+    Ok((response, body))
+}
+
+/// The body of a `Transfer-Encoding: chunked` answer (a streamed download).
+fn dechunk_bytes(mut raw: &[u8]) -> std::io::Result<Vec<u8>> {
+    let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_owned());
+    let mut out = Vec::new();
+    loop {
+        let line_end = raw
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .ok_or_else(|| bad("a chunk size line without CRLF"))?;
+        let size_text = String::from_utf8_lossy(&raw[..line_end]);
+        let size_text = size_text.split(';').next().unwrap_or("").trim();
+        let size = usize::from_str_radix(size_text, 16)
+            .map_err(|_| bad(&format!("`{size_text}` is not a chunk size")))?;
+        raw = &raw[line_end + 2..];
+        if size == 0 {
+            return Ok(out);
+        }
+        if raw.len() < size + 2 {
+            return Err(bad("the answer ended inside a chunk"));
+        }
+        out.extend_from_slice(&raw[..size]);
+        raw = &raw[size + 2..];
+    }
 }
 
 /// Reads one response: up to Content-Length when the server gives one (so a latency
@@ -154,19 +184,9 @@ fn parse(raw: &[u8]) -> std::io::Result<Response> {
     })
 }
 
-fn dechunk(mut body: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = body.split_once("\r\n") {
-        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
-            break;
-        };
-        if n == 0 || rest.len() < n {
-            break;
-        }
-        out.push_str(&rest[..n]);
-        body = rest[n..].trim_start_matches("\r\n");
-    }
-    out
+/// A chunked text body; a malformed one reads as empty.
+fn dechunk(body: &str) -> String {
+    String::from_utf8_lossy(&dechunk_bytes(body.as_bytes()).unwrap_or_default()).into_owned()
 }
 
 /// Serves files from `root` on a loopback port, one thread, until the process ends.

@@ -296,6 +296,33 @@ pub async fn tile(report: String, track: u32, level: u8, index: u64) -> Result<T
     Tile::decode(&get_bytes(&path).await?).map_err(|e| ApiError::Decode(e.to_string()))
 }
 
+/// `GET /timeline/perfetto`: the report as a Perfetto trace, saved by the browser as
+/// `file_name` (fetched with the tab's credentials, which a plain link would not send).
+pub async fn save_perfetto_trace(report: String, file_name: String) -> Result<(), ApiError> {
+    let path = analysis(&format!("/timeline/perfetto?report={}", encode(&report)));
+    let response = fetch("GET", &path, None).await?;
+    let blob = match response.blob() {
+        Ok(promise) => JsFuture::from(promise)
+            .await
+            .map_err(|e| ApiError::Unreachable(js_text(e)))?,
+        Err(e) => return Err(ApiError::Unreachable(js_text(e))),
+    };
+    let blob: web_sys::Blob = blob.unchecked_into();
+    let url = web_sys::Url::create_object_url_with_blob(&blob)
+        .map_err(|e| ApiError::Unreachable(js_text(e)))?;
+    let anchor = web_sys::window()
+        .and_then(|w| w.document())
+        .and_then(|d| d.create_element("a").ok())
+        .map(|e| e.unchecked_into::<web_sys::HtmlAnchorElement>());
+    if let Some(anchor) = anchor {
+        anchor.set_href(&url);
+        anchor.set_download(&file_name);
+        anchor.click();
+    }
+    let _ = web_sys::Url::revoke_object_url(&url);
+    Ok(())
+}
+
 /// `GET /timeline/event`: one event's details.
 pub async fn timeline_event(
     report: String,

@@ -326,11 +326,17 @@ fn timeline_paths(s: &Schemas) -> Value {
         }},
         "/timeline/range": { "get": {
             "summary": "Per name, the events of the tracks that overlap [start, end): count, clipped total, busy time (union), p50 and p95",
-            "parameters": [report,
+            "parameters": [report.clone(),
                 required("start", "ns, the report's clock", json!({ "type": "integer" })),
                 required("end", "ns, after start", json!({ "type": "integer" })),
                 query("tracks", "comma-separated track ids (default: every track with events)", json!({ "type": "string" }))],
             "responses": with(s, ("200", s.ok::<RangeSummary>("the aggregates, longest total first")))
+        }},
+        "/timeline/perfetto": { "get": {
+            "summary": "The whole report as a Perfetto trace (protobuf perfetto.protos.Trace), streamed as an attachment: the track tree as Perfetto tracks, every event a slice, CUDA launches as flows",
+            "parameters": [report],
+            "responses": with(s, ("200", json!({ "description": "the trace (<report>.perfetto-trace)",
+                "content": { "application/octet-stream": { "schema": { "type": "string", "format": "binary" } } } })))
         }},
     })
 }

@@ -58,6 +58,9 @@ const PYTHON_REQUIREMENTS: &[&str] = &[
     "nvidia-cuda-runtime==13.0.96",
     // Validates the analysis service's notebooks (nbformat 4) in its tests.
     "nbformat==5.10.4",
+    // Perfetto's own trace schema (perfetto_trace_pb2): reads back the timeline's Perfetto
+    // export in controlplane/analysis/tests/timeline_perfetto.rs.
+    "perfetto==0.59.1",
     // The pandas baseline of `cargo xtask bench recipes`.
     "pandas==3.1.1",
     // Real OpenTelemetry clients for the OTLP converter's tests (controlplane/otlp/tests): the

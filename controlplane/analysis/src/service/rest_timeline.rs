@@ -14,7 +14,7 @@ use axum::{
 use nsight_contracts::timeline::{Timeline, TILE_BUCKETS};
 
 use super::{jobs::Service, problem::Problem, timelines::Loaded};
-use crate::timeline::{detail, load};
+use crate::timeline::{detail, flows, load, perfetto::Export};
 
 pub fn routes() -> Router<Service> {
     Router::new()
@@ -22,6 +22,7 @@ pub fn routes() -> Router<Service> {
         .route("/timeline/tiles", get(tile))
         .route("/timeline/event", get(event))
         .route("/timeline/range", get(range))
+        .route("/timeline/perfetto", get(perfetto))
 }
 
 type Params = Query<HashMap<String, String>>;
@@ -177,4 +178,73 @@ async fn range(State(svc): State<Service>, Query(q): Params) -> Result<Response,
         }
     };
     Ok(Json(l.index.range(start, end, &tracks)).into_response())
+}
+
+/// The report as a Perfetto trace, streamed as it is encoded (docs/timeline.md).
+async fn perfetto(State(svc): State<Service>, Query(q): Params) -> Result<Response, Problem> {
+    let l = loaded(&svc, &q).await?;
+    let reading = l.clone();
+    let flows = tokio::task::spawn_blocking(move || flows::read(&load::open(&reading.path)?))
+        .await
+        .map_err(|e| Problem::new(503, format!("the query stopped: {e}")))?
+        .map_err(|e| Problem::new(422, e.to_string()))?;
+    let (mut writer, reader) = tokio::io::duplex(crate::timeline::perfetto::CHUNK);
+    let runtime = tokio::runtime::Handle::current();
+    let name = trace_file_name(&l.key);
+    tokio::task::spawn_blocking(move || {
+        use tokio::io::AsyncWriteExt as _;
+        for chunk in Export::new(&l.index, &flows) {
+            // The client went away: stop encoding.
+            if runtime.block_on(writer.write_all(&chunk)).is_err() {
+                break;
+            }
+        }
+    });
+    let mut r =
+        axum::body::Body::from_stream(tokio_util::io::ReaderStream::new(reader)).into_response();
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"{name}\"")) {
+        h.insert(header::CONTENT_DISPOSITION, v);
+    }
+    Ok(r)
+}
+
+/// `reports/s/1/report1.sqlite` -> `report1.perfetto-trace` (only safe characters kept).
+fn trace_file_name(key: &str) -> String {
+    let base = key.rsplit('/').next().unwrap_or(key);
+    let stem = base.strip_suffix(".sqlite").unwrap_or(base);
+    let safe: String = stem
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!(
+        "{}.perfetto-trace",
+        if safe.is_empty() { "report" } else { &safe }
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn trace_file_names_are_safe() {
+        assert_eq!(
+            super::trace_file_name("s/1/report1.sqlite"),
+            "report1.perfetto-trace"
+        );
+        assert_eq!(
+            super::trace_file_name("a/we\"ird na;me.sqlite"),
+            "we_ird_na_me.perfetto-trace"
+        );
+        assert_eq!(super::trace_file_name(""), "report.perfetto-trace");
+    }
 }

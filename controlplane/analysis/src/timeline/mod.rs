@@ -5,12 +5,15 @@
 //! ```text
 //!  report.sqlite ──load──> [TrackSource] ──Index::build──> Index ──tile / range──> contracts
 //!                                                            ├──detail (SQL on the report)
-//!                                                            └──saved (on disk, for a restart)
+//!                                                            ├──saved (on disk, for a restart)
+//!                                                            └──perfetto (a Perfetto trace)
 //! ```
 
 pub mod detail;
+pub mod flows;
 pub mod index;
 pub mod load;
+pub mod perfetto;
 pub mod project;
 pub mod pyramid;
 pub mod saved;

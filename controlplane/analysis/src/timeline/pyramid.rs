@@ -54,6 +54,11 @@ pub struct Row {
 }
 
 impl Row {
+    /// The row's event numbers, in start order.
+    pub fn members(&self) -> &[u32] {
+        &self.events
+    }
+
     /// `members` are event numbers in start order; the columns are the track's.
     pub fn build(members: Vec<u32>, start: &[i64], end: &[i64], origin: i64, top_level: u8) -> Row {
         let max_dur = members

@@ -16,7 +16,7 @@ mod viewer;
 
 use std::{cell::RefCell, rc::Rc};
 
-use leptos::{html, prelude::*};
+use leptos::{html, prelude::*, task::spawn_local};
 use nsight_contracts::timeline::{EventDetail, RangeSummary, Timeline};
 
 use crate::{
@@ -122,6 +122,29 @@ fn ReportTimeline(shared: Shared, report: String) -> impl IntoView {
             viewer::show(&v, tl.start_ns as f64, tl.end_ns as f64);
         }
     };
+    let saving = RwSignal::new(None::<String>);
+    let perfetto = {
+        let report = report.clone();
+        move |_| {
+            let report = report.clone();
+            let stem = report
+                .rsplit('/')
+                .next()
+                .unwrap_or("report")
+                .trim_end_matches(".sqlite");
+            let file = format!("{stem}.perfetto-trace");
+            saving.set(Some("Preparing the Perfetto trace…".to_owned()));
+            spawn_local(async move {
+                let outcome = match api::save_perfetto_trace(report, file.clone()).await {
+                    Ok(()) => {
+                        format!("Saved {file}: open it at ui.perfetto.dev (Open trace file).")
+                    }
+                    Err(e) => format!("Cannot export the trace: {e}"),
+                };
+                saving.set(Some(outcome));
+            });
+        }
+    };
     let header = move |tl: &Timeline| {
         let events: u64 = tl.tracks.iter().map(|t| t.events).sum();
         let notes = tl.notes.clone();
@@ -141,7 +164,9 @@ fn ReportTimeline(shared: Shared, report: String) -> impl IntoView {
                 <label for="timeline-search">"Highlight"</label>
                 <input id="timeline-search" type="search" placeholder="name contains…" data-testid="timeline-search" on:input=search/>
                 <button on:click=reset data-testid="timeline-reset">"Show all"</button>
+                <button on:click=perfetto data-testid="timeline-perfetto" title="A Perfetto trace of the whole report (protobuf), for ui.perfetto.dev or its trace processor">"Download for Perfetto"</button>
             </div>
+            <p class="muted" role="status" data-testid="timeline-perfetto-status">{move || saving.get()}</p>
             {move || match data.get() {
                 None => view! { <p>"Indexing the report…"</p> }.into_any(),
                 Some(Err(e)) => failed("the timeline", e),
