@@ -1,7 +1,8 @@
 //! The Helm chart's RBAC is enough, and no more: the chart's ServiceAccount, ClusterRole(Binding)
 //! and leader Role(Binding) are created on a real kube-apiserver, the manager runs as that
 //! ServiceAccount (impersonated) with leader election and reconciles a coordinator to
-//! `Reconciled=True`; the same identity cannot change or delete Secrets.
+//! `Reconciled=True`; the same identity cannot patch or delete Secrets (it updates only the
+//! certificates it issued, to renew them).
 //!
 //! `templates/rbac.yaml` and `templates/serviceaccount.yaml` are rendered by `helm template`.
 //! Needs `cargo xtask setup kube helm`.
@@ -179,7 +180,8 @@ fn the_chart_rbac_lets_the_manager_reconcile_and_nothing_more() {
     assert!(more <= 2, "{more} reconciles in 3 s with nothing changing");
 
     // Least privilege: Secrets read (an external bucket's config, gateway TLS/API-key Secrets,
-    // watched for rotation) and created (generated credentials), never changed; no Pods.
+    // watched for rotation), created (generated credentials) and updated (the certificates the
+    // operator issued, renewed in place), never patched or deleted; no Pods.
     let review = |verb: &str, group_resource: &str| {
         let (resource, group) = group_resource
             .split_once('.')
@@ -197,10 +199,10 @@ fn the_chart_rbac_lets_the_manager_reconcile_and_nothing_more() {
     };
     assert!(review("patch", "services"));
     assert!(review("create", "events.events.k8s.io"));
-    for verb in ["get", "list", "watch"] {
+    for verb in ["get", "list", "watch", "create", "update"] {
         assert!(review(verb, "secrets"), "{verb} secrets");
     }
-    for verb in ["patch", "update", "delete"] {
+    for verb in ["patch", "delete"] {
         assert!(!review(verb, "secrets"), "{verb} secrets");
     }
     assert!(!review("create", "pods"));

@@ -477,4 +477,30 @@ mod tests {
         assert_eq!(server_name_of("https://[::1]:9"), "localhost");
         assert_eq!(server_name_of("https://localhost:9"), "localhost");
     }
+
+    /// The operator renews the agent-channel certificates and the kubelet updates the mounted
+    /// Secret in place: each (re)connection reads the files again, never a cached copy.
+    #[test]
+    fn the_certificates_are_read_again_at_each_connection() {
+        #![allow(clippy::unwrap_used, reason = "test")]
+        let dir = std::env::temp_dir().join(format!("nsight-agent-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |text: &str| {
+            for name in ["ca.crt", "agent.crt", "agent.key"] {
+                std::fs::write(dir.join(name), format!("{name} {text}")).unwrap();
+            }
+        };
+        let source = super::TlsSource::Dir {
+            dir: dir.clone(),
+            server_name: "coord".into(),
+        };
+        write("first");
+        assert_eq!(source.load().unwrap().cert, b"agent.crt first");
+        write("renewed");
+        let tls = source.load().unwrap();
+        assert_eq!(tls.ca, b"ca.crt renewed");
+        assert_eq!(tls.key, b"agent.key renewed");
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(source.load().is_err());
+    }
 }

@@ -1,25 +1,30 @@
-//! Certificates the operator issues itself (pure: names and the date come in, PEM goes out).
+//! Certificates the operator issues and renews itself (pure: names and the time come in, PEM
+//! goes out; [`rotation`] decides when and renews).
 //!
 //! The agent channel of an NsightCoordinator is mutual TLS: one Secret `<name>-agent-tls`
-//! holds a CA of its own, the coordinator's server certificate (its Service's DNS names) and
-//! the client certificate injected agents present. The coordinator mounts `ca.crt`, `tls.crt`,
-//! `tls.key`; an injected Pod mounts only `ca.crt`, `agent.crt`, `agent.key`
-//! ([`AGENT_KEYS`]), so a profiled process never holds the server's key.
+//! holds a CA of its own (`ca.crt`, possibly a bundle during a CA change, and its private key
+//! `ca.key`), the coordinator's server certificate (its Service's DNS names) and the client
+//! certificate injected agents present. The coordinator mounts `ca.crt`, `tls.crt`, `tls.key`
+//! ([`SERVER_KEYS`]); an injected Pod mounts only `ca.crt`, `agent.crt`, `agent.key`
+//! ([`AGENT_KEYS`]), so a profiled process never holds the server's key, and nothing but the
+//! operator ever reads `ca.key`.
 //!
 //! ```text
 //!  CA "nsight-agent-channel <ns>/<name>" ──signs──> tls.crt   <name>, <name>.<ns>, <name>.<ns>.svc[.<domain>]
-//!                                        └─signs──> agent.crt "nsight-agent" (client auth)
+//!   (10 years, ca.key)                   └─signs──> agent.crt "nsight-agent" (client auth)
+//!                                                   (leaves: 1 year, renewed with 1/3 left)
 //! ```
+
+pub mod rotation;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose,
-};
+use rotation::{Files, Leaf, Reason, Usage, Wanted};
 
-/// The keys of the agent-channel Secret.
+/// The keys of the agent-channel Secret (and of the webhook's).
 pub const CA_KEY: &str = "ca.crt";
+/// The CA's private key: read only by the operator, never mounted.
+pub const CA_PRIVATE_KEY: &str = "ca.key";
 pub const SERVER_CERT_KEY: &str = "tls.crt";
 pub const SERVER_KEY_KEY: &str = "tls.key";
 pub const AGENT_CERT_KEY: &str = "agent.crt";
@@ -28,32 +33,6 @@ pub const AGENT_KEY_KEY: &str = "agent.key";
 pub const AGENT_KEYS: [&str; 3] = [CA_KEY, AGENT_CERT_KEY, AGENT_KEY_KEY];
 /// What the coordinator mounts of it.
 pub const SERVER_KEYS: [&str; 3] = [CA_KEY, SERVER_CERT_KEY, SERVER_KEY_KEY];
-/// How long issued certificates are valid; a Secret is replaced by deleting it (the operator
-/// issues a new one on its next reconcile; docs/operator.md).
-pub const VALIDITY_YEARS: i32 = 5;
-
-/// The PEM files of one agent channel.
-#[derive(Clone, Debug)]
-pub struct AgentChannel {
-    pub ca: String,
-    pub server_cert: String,
-    pub server_key: String,
-    pub agent_cert: String,
-    pub agent_key: String,
-}
-
-impl AgentChannel {
-    /// `(key, PEM)` pairs in Secret order.
-    pub fn files(&self) -> [(&'static str, &str); 5] {
-        [
-            (CA_KEY, self.ca.as_str()),
-            (SERVER_CERT_KEY, self.server_cert.as_str()),
-            (SERVER_KEY_KEY, self.server_key.as_str()),
-            (AGENT_CERT_KEY, self.agent_cert.as_str()),
-            (AGENT_KEY_KEY, self.agent_key.as_str()),
-        ]
-    }
-}
 
 /// The DNS names a Service `service` in `namespace` is reached by.
 pub fn service_names(service: &str, namespace: &str, cluster_domain: &str) -> Vec<String> {
@@ -68,13 +47,11 @@ pub fn service_names(service: &str, namespace: &str, cluster_domain: &str) -> Ve
 /// A civil date (year, month, day) in UTC.
 pub type Date = (i32, u8, u8);
 
-/// Today in UTC.
-pub fn today() -> Date {
-    let days = SystemTime::now()
+/// Now, in seconds since 1970-01-01 UTC (what [`rotation`] takes).
+pub fn now() -> i64 {
+    SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs() / 86_400)
-        .unwrap_or(0);
-    civil_from_days(i64::try_from(days).unwrap_or(0))
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
 /// Days since 1970-01-01 -> (year, month, day), by jiff's civil calendar (k8s-openapi's).
@@ -93,104 +70,82 @@ fn civil_from_days(days: i64) -> Date {
         })
 }
 
-fn validity(params: &mut CertificateParams, (y, m, d): Date) {
-    // From yesterday (clock skew between the operator and the Pods) for VALIDITY_YEARS; the
-    // 29th of February does not exist every year, so the day is capped at 28.
-    let (by, bm, bd) = if d > 1 {
-        (y, m, d - 1)
-    } else if m > 1 {
-        (y, m - 1, 28)
-    } else {
-        (y - 1, 12, 28)
-    };
-    params.not_before = rcgen::date_time_ymd(by, bm, bd);
-    params.not_after = rcgen::date_time_ymd(y + VALIDITY_YEARS, m, d.min(28));
+/// The webhook's serving certificate for `names` (its Service): `ca.crt`, `ca.key`, `tls.crt`,
+/// `tls.key`. The API server trusts the CA through the webhook configuration's `caBundle`.
+pub fn serving_wanted(label: &str, names: Vec<String>) -> Wanted {
+    Wanted {
+        ca_name: format!("nsight-operator {label}"),
+        leaves: vec![Leaf {
+            cert_key: SERVER_CERT_KEY,
+            key_key: SERVER_KEY_KEY,
+            common_name: "nsight-operator-webhook",
+            names,
+            usage: Usage::Server,
+        }],
+    }
 }
 
-/// A CA of its own, named `common_name`.
-fn new_ca(
-    common_name: String,
-    today: Date,
-) -> Result<CertifiedIssuer<'static, KeyPair>, rcgen::Error> {
-    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, common_name);
-    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    validity(&mut ca_params, today);
-    CertifiedIssuer::self_signed(ca_params, KeyPair::generate()?)
+/// The agent channel of the coordinator `label` (`<ns>/<name>`) reached at `server_names`.
+pub fn agent_channel_wanted(label: &str, server_names: Vec<String>) -> Wanted {
+    Wanted {
+        ca_name: format!("nsight-agent-channel {label}"),
+        leaves: vec![
+            Leaf {
+                cert_key: SERVER_CERT_KEY,
+                key_key: SERVER_KEY_KEY,
+                common_name: "nsight-coordinator",
+                names: server_names,
+                usage: Usage::Server,
+            },
+            Leaf {
+                cert_key: AGENT_CERT_KEY,
+                key_key: AGENT_KEY_KEY,
+                common_name: "nsight-agent",
+                names: vec!["nsight-agent".into()],
+                usage: Usage::Client,
+            },
+        ],
+    }
 }
 
-/// A serving certificate (PEM: CA, certificate, key) for `names`, e.g. the injector webhook's
-/// Service: the API server trusts the CA through the webhook configuration's `caBundle`.
-#[derive(Clone, Debug)]
-pub struct Serving {
-    pub ca: String,
-    pub cert: String,
-    pub key: String,
+/// A first issue of `wanted`: a new CA and every leaf.
+pub fn issue(wanted: &Wanted, now: i64) -> Result<Files, rotation::Error> {
+    rotation::renew(&Files::new(), wanted, &[Reason::CaMissing], now)
 }
 
-/// A new CA and a server certificate for `names`.
-pub fn issue_serving(
-    label: &str,
-    names: Vec<String>,
-    today: Date,
-) -> Result<Serving, rcgen::Error> {
-    let ca = new_ca(format!("nsight-operator {label}"), today)?;
-    let mut params = CertificateParams::new(names)?;
-    params.distinguished_name.push(DnType::CommonName, label);
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    validity(&mut params, today);
-    let key = KeyPair::generate()?;
-    let cert = params.signed_by(&key, &ca)?;
-    Ok(Serving {
-        ca: ca.pem(),
-        cert: cert.pem(),
-        key: key.serialize_pem(),
-    })
+/// Secret data (bytes) as PEM text; a value that is not UTF-8 is left out (and so renewed).
+pub fn files_of(data: &std::collections::BTreeMap<String, Vec<u8>>) -> Files {
+    data.iter()
+        .filter_map(|(k, v)| Some((k.clone(), String::from_utf8(v.clone()).ok()?)))
+        .collect()
 }
 
-/// A new CA and both certificates for the coordinator reached at `server_names`.
-pub fn issue_agent_channel(
-    label: &str,
-    server_names: Vec<String>,
-    today: Date,
-) -> Result<AgentChannel, rcgen::Error> {
-    let ca = new_ca(format!("nsight-agent-channel {label}"), today)?;
+/// A short fingerprint of what a server presents and trusts (`tls.crt` and `ca.crt`): the
+/// first 16 hex digits of their SHA-256. A Pod-template annotation with it rolls the server
+/// when either is renewed.
+pub fn fingerprint(files: &Files) -> String {
+    use std::fmt::Write as _;
 
-    let leaf = |names: Vec<String>, cn: &str, usage: ExtendedKeyUsagePurpose| {
-        let mut params = CertificateParams::new(names)?;
-        params.distinguished_name.push(DnType::CommonName, cn);
-        params.extended_key_usages = vec![usage];
-        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-        validity(&mut params, today);
-        let key = KeyPair::generate()?;
-        let cert = params.signed_by(&key, &ca)?;
-        Ok::<_, rcgen::Error>((cert.pem(), key.serialize_pem()))
-    };
-    let (server_cert, server_key) = leaf(
-        server_names,
-        "nsight-coordinator",
-        ExtendedKeyUsagePurpose::ServerAuth,
-    )?;
-    let (agent_cert, agent_key) = leaf(
-        vec!["nsight-agent".into()],
-        "nsight-agent",
-        ExtendedKeyUsagePurpose::ClientAuth,
-    )?;
-    Ok(AgentChannel {
-        ca: ca.pem(),
-        server_cert,
-        server_key,
-        agent_cert,
-        agent_key,
-    })
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    for key in [SERVER_CERT_KEY, CA_KEY] {
+        hasher.update(key.as_bytes());
+        hasher.update([0]);
+        hasher.update(files.get(key).map_or(&b""[..], |v| v.as_bytes()));
+        hasher.update([0]);
+    }
+    hasher.finalize()[..8]
+        .iter()
+        .fold(String::new(), |mut out, b| {
+            let _ = write!(out, "{b:02x}");
+            out
+        })
 }
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
+
     use super::*;
 
     #[test]
@@ -204,19 +159,57 @@ mod tests {
     fn issues_a_ca_a_server_and_a_client_certificate() {
         let names = service_names("nsight-coordinator", "team", "cluster.local");
         assert_eq!(names[3], "nsight-coordinator.team.svc.cluster.local");
-        let set = issue_agent_channel("team/nsight-coordinator", names, (2026, 3, 1)).unwrap();
-        for (key, pem) in set.files() {
-            assert!(pem.starts_with("-----BEGIN"), "{key}: {pem}");
+        let wanted = agent_channel_wanted("team/nsight-coordinator", names);
+        let set = issue(&wanted, 1_772_323_200).unwrap();
+        let keys: Vec<&str> = set.keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            [
+                "agent.crt",
+                "agent.key",
+                "ca.crt",
+                "ca.key",
+                "tls.crt",
+                "tls.key"
+            ]
+        );
+        for (key, pem) in &set {
+            assert!(pem.starts_with("-----BEGIN"), "{key}");
         }
-        assert!(set.server_key.contains("PRIVATE KEY"));
-        assert_ne!(set.server_cert, set.agent_cert);
+        assert!(set[SERVER_KEY_KEY].contains("PRIVATE KEY"));
+        assert_ne!(set[SERVER_CERT_KEY], set[AGENT_CERT_KEY]);
         // The server certificate names the Service (DER holds the SAN as plain ASCII).
-        let der = pem_body(&set.server_cert);
+        let der = pem_body(&set[SERVER_CERT_KEY]);
         assert!(contains(&der, b"nsight-coordinator.team.svc"));
         assert!(!contains(
-            &pem_body(&set.agent_cert),
+            &pem_body(&set[AGENT_CERT_KEY]),
             b"nsight-coordinator.team.svc"
         ));
+    }
+
+    #[test]
+    fn the_ca_key_is_mounted_by_nobody() {
+        assert!(!SERVER_KEYS.contains(&CA_PRIVATE_KEY));
+        assert!(!AGENT_KEYS.contains(&CA_PRIVATE_KEY));
+        // Nor any other private key than the mounting side's own.
+        assert!(!AGENT_KEYS.contains(&SERVER_KEY_KEY));
+        assert!(!SERVER_KEYS.contains(&AGENT_KEY_KEY));
+    }
+
+    #[test]
+    fn the_fingerprint_follows_the_served_certificate_and_the_bundle_only() {
+        let mut files = Files::from([
+            (CA_KEY.to_owned(), "ca".to_owned()),
+            (SERVER_CERT_KEY.to_owned(), "cert".to_owned()),
+            (AGENT_CERT_KEY.to_owned(), "agent".to_owned()),
+        ]);
+        let first = fingerprint(&files);
+        assert_eq!(first.len(), 16);
+        assert!(first.chars().all(|c| c.is_ascii_hexdigit()));
+        files.insert(AGENT_CERT_KEY.to_owned(), "agent 2".to_owned());
+        assert_eq!(fingerprint(&files), first);
+        files.insert(CA_KEY.to_owned(), "ca + old".to_owned());
+        assert_ne!(fingerprint(&files), first);
     }
 
     fn pem_body(pem: &str) -> Vec<u8> {

@@ -336,6 +336,8 @@ async fn cluster_world(args: WebhookClusterArgs) -> Result<(Arc<dyn World>, Shel
     let copier = Arc::new(nsight_operator::secret_copy::SecretCopier::new(
         client.clone(),
     ));
+    // Renewed agent-channel certificates reach the namespaces they were copied to.
+    tokio::spawn(copier.clone().keep_fresh());
     let provisioner = args.auto_provision.then(|| {
         let (provisioner, work) = Provisioner::start(client);
         tokio::spawn(work);
@@ -359,8 +361,8 @@ async fn cluster_world(args: WebhookClusterArgs) -> Result<(Arc<dyn World>, Shel
     Ok((Arc::new(world), shell))
 }
 
-/// The webhook's TLS: the given files, or the certificate it issues itself (and whose CA it
-/// puts into its webhook configuration before listening).
+/// The webhook's TLS: the given files (never rotated), or the certificate it issues and renews
+/// itself (and whose CA it puts into its webhook configuration before listening).
 async fn webhook_tls_config(
     cert: Option<PathBuf>,
     key: Option<PathBuf>,
@@ -392,8 +394,9 @@ async fn webhook_tls_config(
         .context("the webhook issues its certificate through the API server")?;
     let serving = webhook_tls::ensure_certificate(&client, &issue).await?;
     webhook_tls::set_ca_bundle(&client, &issue, &serving.ca).await?;
-    webhook_tls::keep_ca_bundle(client, issue, serving.ca.clone());
-    Ok(server::tls_config_pem(&serving.cert, &serving.key)?)
+    let (config, swappable) = server::tls_config_swappable(&serving.cert, &serving.key)?;
+    webhook_tls::keep_current(client, issue, serving, swappable);
+    Ok(config)
 }
 
 fn main() -> Result<()> {

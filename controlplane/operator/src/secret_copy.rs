@@ -8,17 +8,19 @@
 //! - the storage config Secret of the release namespace's NsightCloudStorageConfig, when the
 //!   Pod's namespace has none of its own (`patch::report_storage`).
 //!
-//! [`copies_for`] decides (pure); [`SecretCopier`] copies, on the admission path, once per
-//! (Secret, namespace) and process, bounded by [`BOUND`]: a copy that fails or is late is
+//! [`copies_for`] decides (pure); [`SecretCopier`] copies, on the admission path, at most once
+//! per (Secret, namespace) and [`RECHECK`], bounded by [`BOUND`]: a copy that fails or is late is
 //! logged and the Pod admitted anyway (its agent then runs the program unprofiled and says
-//! why). An existing Secret of that name is left alone. Copies carry the label [`COPY_LABEL`]
+//! why). A copy whose source changed (renewed certificates) is replaced by the source's keys,
+//! at an admission or by [`SecretCopier::keep_fresh`] every [`RECHECK`]; a Secret of that name
+//! that is not a copy is left alone. Copies carry the label [`COPY_LABEL`]
 //! (value: the source namespace); having no owner across namespaces, they outlive an uninstall
 //! (`kubectl delete secret -A -l nvidia.com/nsight-copied-from`).
 
 use std::{
-    collections::{BTreeMap, HashSet},
+    collections::{BTreeMap, HashMap},
     sync::Mutex,
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use k8s_openapi::api::core::v1::Secret;
@@ -31,6 +33,8 @@ use crate::{agent_tls::copy_source, certs::AGENT_KEYS, patch::ReportStorage, set
 
 /// The longest an admission waits for its copies.
 pub const BOUND: Duration = Duration::from_secs(2);
+/// A copy found up to date is checked again (source renewed?) by an admission after this long.
+pub const RECHECK: Duration = Duration::from_secs(600);
 /// Label of a copy; its value is the namespace copied from.
 pub const COPY_LABEL: &str = "nvidia.com/nsight-copied-from";
 /// The key of a storage config Secret when its reference names none.
@@ -84,7 +88,8 @@ pub fn copies_for(
 /// The shell: copies with the webhook's client.
 pub struct SecretCopier {
     client: Client,
-    done: Mutex<HashSet<(SecretCopy, String)>>,
+    /// When each (copy, namespace) was last found up to date.
+    done: Mutex<HashMap<(SecretCopy, String), Instant>>,
 }
 
 impl std::fmt::Debug for SecretCopier {
@@ -97,7 +102,7 @@ impl SecretCopier {
     pub fn new(client: Client) -> Self {
         Self {
             client,
-            done: Mutex::new(HashSet::new()),
+            done: Mutex::new(HashMap::new()),
         }
     }
 
@@ -105,13 +110,18 @@ impl SecretCopier {
     pub async fn ensure(&self, namespace: &str, copies: &[SecretCopy]) {
         for copy in copies {
             let key = (copy.clone(), namespace.to_owned());
-            if self.done.lock().map(|d| d.contains(&key)).unwrap_or(false) {
+            let fresh = self
+                .done
+                .lock()
+                .map(|d| d.get(&key).is_some_and(|at| at.elapsed() < RECHECK))
+                .unwrap_or(false);
+            if fresh {
                 continue;
             }
             match tokio::time::timeout(BOUND, self.copy(copy, namespace)).await {
                 Ok(Ok(())) => {
                     if let Ok(mut done) = self.done.lock() {
-                        done.insert(key);
+                        done.insert(key, Instant::now());
                     }
                 }
                 Ok(Err(e)) => tracing::warn!(
@@ -127,9 +137,58 @@ impl SecretCopier {
         }
     }
 
+    /// Every [`RECHECK`]: each copy this webhook made (found by [`COPY_LABEL`]) follows its
+    /// source, so renewed certificates reach namespaces where no Pod is admitted. A failure is
+    /// logged and retried at the next round.
+    pub async fn keep_fresh(self: std::sync::Arc<Self>) {
+        loop {
+            tokio::time::sleep(RECHECK).await;
+            if let Err(e) = self.refresh_all().await {
+                tracing::warn!(error = %e, "copied Secrets not refreshed; retried later");
+            }
+        }
+    }
+
+    async fn refresh_all(&self) -> kube::Result<()> {
+        let copies = Api::<Secret>::all(self.client.clone())
+            .list_metadata(&kube::api::ListParams::default().labels(COPY_LABEL))
+            .await?;
+        for meta in copies.items {
+            let (Some(name), Some(namespace), Some(from)) = (
+                meta.metadata.name,
+                meta.metadata.namespace,
+                meta.metadata.labels.and_then(|mut l| l.remove(COPY_LABEL)),
+            ) else {
+                continue;
+            };
+            let Some(keys) = self.copied_keys(&name, &namespace).await? else {
+                continue;
+            };
+            let copy = SecretCopy {
+                from_namespace: from,
+                name,
+                keys,
+            };
+            if let Err(e) = self.copy(&copy, &namespace).await {
+                tracing::warn!(%namespace, secret = %copy.name, from = %copy.from_namespace, error = %e, "copied Secret not refreshed");
+            }
+        }
+        Ok(())
+    }
+
+    /// The keys a copy holds (what it was made of).
+    async fn copied_keys(&self, name: &str, namespace: &str) -> kube::Result<Option<Vec<String>>> {
+        Ok(Api::<Secret>::namespaced(self.client.clone(), namespace)
+            .get_opt(name)
+            .await?
+            .map(|s| s.data.unwrap_or_default().into_keys().collect()))
+    }
+
     async fn copy(&self, copy: &SecretCopy, namespace: &str) -> kube::Result<()> {
         let target: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
-        if target.get_opt(&copy.name).await?.is_some() {
+        let existing = target.get_opt(&copy.name).await?;
+        if existing.as_ref().is_some_and(|e| !is_copy_of(e, copy)) {
+            // A Secret of the namespace's own: never touched.
             return Ok(());
         }
         let original: Secret = Api::namespaced(self.client.clone(), &copy.from_namespace)
@@ -141,6 +200,25 @@ impl SecretCopier {
             .into_iter()
             .filter(|(k, _)| copy.keys.contains(k))
             .collect::<BTreeMap<_, _>>();
+        if let Some(mut existing) = existing {
+            if existing.data.as_ref() == Some(&data) {
+                return Ok(());
+            }
+            // The source was renewed (certificates) or changed: the copy follows.
+            existing.data = Some(data);
+            return match target
+                .replace(&copy.name, &PostParams::default(), &existing)
+                .await
+            {
+                Ok(_) => {
+                    tracing::info!(%namespace, secret = %copy.name, from = %copy.from_namespace, "copied Secret refreshed");
+                    Ok(())
+                }
+                // Another replica refreshed it first.
+                Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+                Err(e) => Err(e),
+            };
+        }
         let secret = Secret {
             metadata: ObjectMeta {
                 name: Some(copy.name.clone()),
@@ -165,6 +243,17 @@ impl SecretCopier {
             Err(e) => Err(e),
         }
     }
+}
+
+/// Whether `secret` is a copy this webhook made of `copy`'s source (its label names the source
+/// namespace).
+fn is_copy_of(secret: &Secret, copy: &SecretCopy) -> bool {
+    secret
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(COPY_LABEL))
+        == Some(&copy.from_namespace)
 }
 
 #[cfg(test)]
@@ -205,5 +294,24 @@ mod tests {
             copied_from: None,
         };
         assert!(copies_for("nsight", &settings, &own).is_empty());
+    }
+
+    #[test]
+    fn only_copies_of_the_same_source_are_refreshed() {
+        let copy = SecretCopy {
+            from_namespace: "nsight".into(),
+            name: "c-agent-tls".into(),
+            keys: vec!["ca.crt".into()],
+        };
+        let labelled = |value: Option<&str>| Secret {
+            metadata: ObjectMeta {
+                labels: value.map(|v| BTreeMap::from([(COPY_LABEL.to_owned(), v.to_owned())])),
+                ..ObjectMeta::default()
+            },
+            ..Secret::default()
+        };
+        assert!(is_copy_of(&labelled(Some("nsight")), &copy));
+        assert!(!is_copy_of(&labelled(Some("other")), &copy));
+        assert!(!is_copy_of(&labelled(None), &copy));
     }
 }

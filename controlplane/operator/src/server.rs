@@ -1,5 +1,6 @@
 //! The webhook's HTTPS shell: axum routes (`POST /mutate`, `GET /healthz`, `GET /readyz`) over
-//! rustls with a certificate and key read from PEM files. All decisions happen in
+//! rustls with a certificate and key read from PEM files, or one the webhook issued and swaps
+//! on renewal ([`SwappableCert`]). All decisions happen in
 //! `admission::review_with_effects`; the shell answers first and then hands its side effects
 //! (skip Events, auto-provisioning) to their queues ([`Shell`]), which never wait.
 
@@ -23,6 +24,8 @@ use tokio_rustls::{
     rustls::{
         self,
         pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer},
+        server::{ClientHello, ResolvesServerCert},
+        sign::CertifiedKey,
         ServerConfig,
     },
     TlsAcceptor,
@@ -127,8 +130,32 @@ pub fn tls_config(cert: &Path, key: &Path) -> Result<ServerConfig, TlsError> {
     server_config(chain, key)
 }
 
-/// [`tls_config`] from PEM text in memory (a certificate the webhook issued itself).
-pub fn tls_config_pem(cert: &str, key: &str) -> Result<ServerConfig, TlsError> {
+/// A certificate the webhook issued itself (PEM text in memory): a server config whose
+/// certificate [`SwappableCert::set`] replaces while it serves (a renewal; new handshakes get
+/// the new certificate, open connections keep theirs).
+pub fn tls_config_swappable(
+    cert: &str,
+    key: &str,
+) -> Result<(ServerConfig, Arc<SwappableCert>), TlsError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let swappable = Arc::new(SwappableCert {
+        current: std::sync::RwLock::new(certified_key(&provider, cert, key)?),
+        provider: provider.clone(),
+    });
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(TlsError::Config)?
+        .with_no_client_auth()
+        .with_cert_resolver(swappable.clone());
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok((config, swappable))
+}
+
+fn certified_key(
+    provider: &rustls::crypto::CryptoProvider,
+    cert: &str,
+    key: &str,
+) -> Result<Arc<CertifiedKey>, TlsError> {
     let chain = CertificateDer::pem_slice_iter(cert.as_bytes())
         .collect::<Result<Vec<_>, _>>()
         .map_err(|source| TlsError::ReadCert {
@@ -140,7 +167,40 @@ pub fn tls_config_pem(cert: &str, key: &str) -> Result<ServerConfig, TlsError> {
             path: "(issued key)".into(),
             source,
         })?;
-    server_config(chain, key)
+    CertifiedKey::from_der(chain, key, provider)
+        .map(Arc::new)
+        .map_err(TlsError::Config)
+}
+
+/// The serving certificate of [`tls_config_swappable`]: every handshake reads the current one.
+#[derive(Debug)]
+pub struct SwappableCert {
+    current: std::sync::RwLock<Arc<CertifiedKey>>,
+    provider: Arc<rustls::crypto::CryptoProvider>,
+}
+
+impl SwappableCert {
+    /// Serves `cert` (PEM chain) with `key` from the next handshake on; on an error the
+    /// current certificate stays.
+    pub fn set(&self, cert: &str, key: &str) -> Result<(), TlsError> {
+        let next = certified_key(&self.provider, cert, key)?;
+        *self
+            .current
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = next;
+        Ok(())
+    }
+}
+
+impl ResolvesServerCert for SwappableCert {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(
+            self.current
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone(),
+        )
+    }
 }
 
 fn server_config(

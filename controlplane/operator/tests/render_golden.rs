@@ -59,7 +59,13 @@ fn render_case(case: &str) -> (Value, Desired) {
     let desired = match cr["kind"].as_str().unwrap() {
         "NsightCoordinator" => {
             let storage = docs.get(1).map(parse::<NsightCloudStorageConfig>);
-            coordinator::render(&parse::<NsightCoordinator>(&cr), storage.as_ref(), &s)
+            // The controller passes `certs::fingerprint` of the agent-channel Secret.
+            coordinator::render(
+                &parse::<NsightCoordinator>(&cr),
+                storage.as_ref(),
+                Some("0123456789abcdef"),
+                &s,
+            )
         }
         "NsightAnalysis" => {
             let storage = docs.get(1).map(parse::<NsightCloudStorageConfig>);

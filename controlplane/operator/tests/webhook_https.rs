@@ -103,3 +103,85 @@ async fn mutate_and_healthz_over_tls() {
         .unwrap()
         .contains("not an admission.k8s.io/v1 AdmissionReview"));
 }
+
+/// A client trusting every certificate of a PEM bundle, with no pooled connection.
+fn trusting(bundle: &str) -> reqwest::Client {
+    let mut builder = reqwest::Client::builder().pool_max_idle_per_host(0);
+    for cert in reqwest::Certificate::from_pem_bundle(bundle.as_bytes()).unwrap() {
+        builder = builder.add_root_certificate(cert);
+    }
+    builder.build().unwrap()
+}
+
+async fn healthy(client: &reqwest::Client, url: &str) -> bool {
+    client
+        .get(format!("{url}/healthz"))
+        .send()
+        .await
+        .is_ok_and(|r| r.status() == 200)
+}
+
+/// The webhook's own certificate is renewed under a new CA while it serves: the next handshake
+/// gets the new certificate, which a client trusting the bundle (new + old CA) accepts, and one
+/// trusting only the old CA refuses; during the overlap the bundle also accepts the old one.
+#[tokio::test]
+async fn a_renewed_certificate_is_served_without_a_restart() {
+    use nsight_operator::certs::{
+        self,
+        rotation::{self, Reason},
+        CA_KEY, SERVER_CERT_KEY, SERVER_KEY_KEY,
+    };
+    let wanted = certs::serving_wanted("webhook", vec!["localhost".into()]);
+    let now = certs::now();
+    let first = certs::issue(&wanted, now).unwrap();
+    let renewed = rotation::renew(
+        &first,
+        &wanted,
+        &[Reason::CaExpiring { days_left: 300 }],
+        now,
+    )
+    .unwrap();
+    assert_ne!(renewed[CA_KEY], first[CA_KEY]);
+
+    let (tls, swappable) =
+        server::tls_config_swappable(&first[SERVER_CERT_KEY], &first[SERVER_KEY_KEY]).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!(
+        "https://localhost:{}",
+        listener.local_addr().unwrap().port()
+    );
+    let webhook = Webhook {
+        world: Arc::new(StaticWorld::default()),
+        settings: Arc::new(Settings::default()),
+    };
+    tokio::spawn(server::serve(
+        listener,
+        Arc::new(tls),
+        server::router(webhook),
+    ));
+
+    let old_trust = trusting(&first[CA_KEY]);
+    let bundle_trust = trusting(&renewed[CA_KEY]);
+    assert!(healthy(&old_trust, &url).await);
+    assert!(
+        healthy(&bundle_trust, &url).await,
+        "the bundle trusts the old CA"
+    );
+
+    swappable
+        .set(&renewed[SERVER_CERT_KEY], &renewed[SERVER_KEY_KEY])
+        .unwrap();
+    // New clients: one that connected before may resume its TLS session, and no certificate
+    // is presented then.
+    assert!(healthy(&trusting(&renewed[CA_KEY]), &url).await);
+    assert!(
+        !healthy(&trusting(&first[CA_KEY]), &url).await,
+        "still the old certificate"
+    );
+
+    // A certificate that does not match its key is refused; the current one stays.
+    assert!(swappable
+        .set(&first[SERVER_CERT_KEY], &renewed[SERVER_KEY_KEY])
+        .is_err());
+    assert!(healthy(&trusting(&renewed[CA_KEY]), &url).await);
+}

@@ -277,34 +277,28 @@ impl Managed for NsightCoordinator {
     }
 
     /// Resolves the storage config (`cloudStorageRef`, else the namespace's only one) and, for
-    /// a TLS agent channel whose Secret does not exist yet, issues its certificates.
+    /// a TLS agent channel, issues its certificates when the Secret does not exist yet, or
+    /// renews them when `certs::rotation` says they are due (checked on every reconcile, at
+    /// least every [`RESYNC`]).
     fn desired<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, Result<Desired, Error>> {
         async move {
             let namespace = self.namespace().unwrap_or_default();
             let storage = coordinator_storage(ctx, &namespace, self).await?;
-            let mut desired = render::coordinator::render(self, storage.as_ref(), &ctx.settings)
-                .map_err(Error::Render)?;
-            if render::coordinator::encrypted(self) {
-                let name = render::coordinator::tls_secret_name(&self.name_any());
-                let existing = Api::<Secret>::namespaced(ctx.client.clone(), &namespace)
-                    .get_opt(&name)
-                    .await
-                    .map_err(|source| Error::ReadReference {
-                        kind: "Secret",
-                        name: name.clone(),
-                        source,
-                    })?;
-                if existing.is_none() {
-                    let set = certs::issue_agent_channel(
-                        &format!("{namespace}/{}", self.name_any()),
-                        render::coordinator::server_names(self, &ctx.settings),
-                        certs::today(),
-                    )
-                    .map_err(|e| Error::Render(RenderError::Certificate(e.to_string())))?;
-                    let secret =
-                        render::coordinator::agent_tls_secret(self, &set).map_err(Error::Render)?;
-                    desired.objects.insert(0, Object::Secret(secret));
-                }
+            if !render::coordinator::encrypted(self) {
+                return render::coordinator::render(self, storage.as_ref(), None, &ctx.settings)
+                    .map_err(Error::Render);
+            }
+            let (files, create) = agent_tls(ctx, self, &namespace).await?;
+            let fingerprint = certs::fingerprint(&files);
+            let mut desired = render::coordinator::render(
+                self,
+                storage.as_ref(),
+                Some(&fingerprint),
+                &ctx.settings,
+            )
+            .map_err(Error::Render)?;
+            if let Some(secret) = create {
+                desired.objects.insert(0, Object::Secret(secret));
             }
             Ok(desired)
         }
@@ -320,6 +314,87 @@ impl Managed for NsightCoordinator {
         watch_referrers::<Self, NsightCloudStorageConfig>(controller, client, namespace, |c| {
             c.spec.cloud_storage_ref.as_deref()
         })
+    }
+}
+
+/// The agent-channel files of `cr` as they will be after this reconcile, and the Secret to
+/// create when there is none. A Secret that exists is renewed in place (replace, guarded by
+/// its resourceVersion) when something is due; the reasons are logged, never the keys.
+async fn agent_tls(
+    ctx: &Context,
+    cr: &NsightCoordinator,
+    namespace: &str,
+) -> Result<(certs::rotation::Files, Option<Secret>), Error> {
+    let name = render::coordinator::tls_secret_name(&cr.name_any());
+    let api = Api::<Secret>::namespaced(ctx.client.clone(), namespace);
+    let wanted = certs::agent_channel_wanted(
+        &format!("{namespace}/{}", cr.name_any()),
+        render::coordinator::server_names(cr, &ctx.settings),
+    );
+    let issue_failed = |e: certs::rotation::Error| {
+        Error::Render(RenderError::Certificate(format!(
+            "{e}: {}",
+            std::error::Error::source(&e).map_or_else(String::new, ToString::to_string)
+        )))
+    };
+    let read = |source| Error::ReadReference {
+        kind: "Secret",
+        name: name.clone(),
+        source,
+    };
+    let Some(existing) = api.get_opt(&name).await.map_err(read)? else {
+        let files = certs::issue(&wanted, certs::now()).map_err(issue_failed)?;
+        let secret = render::coordinator::agent_tls_secret(cr, &files).map_err(Error::Render)?;
+        return Ok((files, Some(secret)));
+    };
+    let data = existing
+        .data
+        .iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.0.clone()))
+        .collect();
+    let files = certs::files_of(&data);
+    let Some((renewed, reasons)) =
+        certs::rotation::rotate(&files, &wanted, certs::now()).map_err(issue_failed)?
+    else {
+        return Ok((files, None));
+    };
+    let mut secret = render::coordinator::agent_tls_secret(cr, &renewed).map_err(Error::Render)?;
+    secret.metadata.resource_version = existing.metadata.resource_version.clone();
+    // Keep what others put on the Secret (labels, annotations) besides our own.
+    secret.metadata.labels = merged(existing.metadata.labels, secret.metadata.labels);
+    secret.metadata.annotations = existing.metadata.annotations;
+    secret.type_ = existing.type_;
+    api.replace(&name, &Default::default(), &secret)
+        .await
+        .map_err(|source| Error::Apply {
+            kind: "Secret".into(),
+            name: name.clone(),
+            source,
+        })?;
+    let why = certs::rotation::describe(&reasons);
+    tracing::info!(%namespace, secret = %name, reasons = %why, "renewed the agent-channel certificates");
+    record(
+        ctx,
+        cr,
+        EventType::Normal,
+        "CertificatesRenewed",
+        format!("renewed the agent-channel certificates in Secret {name}: {why}"),
+    )
+    .await;
+    Ok((renewed, None))
+}
+
+fn merged(
+    base: Option<std::collections::BTreeMap<String, String>>,
+    ours: Option<std::collections::BTreeMap<String, String>>,
+) -> Option<std::collections::BTreeMap<String, String>> {
+    match (base, ours) {
+        (None, ours) => ours,
+        (Some(mut base), ours) => {
+            base.extend(ours.unwrap_or_default());
+            Some(base)
+        }
     }
 }
 

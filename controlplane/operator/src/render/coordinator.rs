@@ -3,8 +3,11 @@
 //!
 //! The agent channel is mutual TLS unless `curveEncryption.enabled: false` (the documented
 //! switch; CURVE in the original, TLS here): the certificates come from the Secret
-//! `<name>-agent-tls`, which the operator issues once ([`agent_tls_secret`], `certs`); the
-//! coordinator mounts its `ca.crt`, `tls.crt`, `tls.key`. Durable state lives in an emptyDir.
+//! `<name>-agent-tls`, which the operator issues and renews ([`agent_tls_secret`],
+//! `certs::rotation`); the coordinator mounts its `ca.crt`, `tls.crt`, `tls.key` (never
+//! `ca.key`). The Pod template carries [`TLS_ANNOTATION`], a fingerprint of the served
+//! certificate and the CA bundle, so a renewal rolls the coordinator onto the new files.
+//! Durable state lives in an emptyDir.
 //!
 //! Reports: the NsightCloudStorageConfig the controller resolved (`cloudStorageRef`, else the
 //! namespace's only one) is mounted as `--storage-config`, so `ls` and `download` serve what
@@ -23,7 +26,7 @@ use super::{
     workload::{self, Main, Port},
     Component, Desired, Object, Owner, RenderError, RenderSettings,
 };
-use crate::certs::{self, AgentChannel};
+use crate::certs::{self, rotation::Files};
 
 /// The binary (and image) name, as the local platform runs it.
 pub const BINARY: &str = "nsight-coordinator";
@@ -38,6 +41,8 @@ pub const AGENT: Port = Port {
 const STATE_DIR: &str = "/var/lib/nsight";
 const TLS_DIR: &str = "/etc/nsight/agent-tls";
 const STORAGE_DIR: &str = "/etc/nsight/storage";
+/// The Pod-template annotation with `certs::fingerprint` of the agent-channel Secret.
+pub const TLS_ANNOTATION: &str = "nvidia.com/nsight-agent-tls";
 
 /// The Secret with the agent channel's certificates.
 pub fn tls_secret_name(coordinator: &str) -> String {
@@ -60,13 +65,13 @@ pub fn encrypted(cr: &NsightCoordinator) -> bool {
     cr.spec.curve_encryption.as_ref().is_none_or(|t| t.enabled)
 }
 
-/// The Secret `<name>-agent-tls` holding `set` (created once: `apply::create_once`).
-pub fn agent_tls_secret(cr: &NsightCoordinator, set: &AgentChannel) -> Result<Secret, RenderError> {
+/// The Secret `<name>-agent-tls` holding `files` (created by `apply::create_once`, renewed by
+/// the coordinator controller).
+pub fn agent_tls_secret(cr: &NsightCoordinator, files: &Files) -> Result<Secret, RenderError> {
     let owner = Owner::of(cr, Component::Coordinator)?;
-    let data: BTreeMap<String, ByteString> = set
-        .files()
-        .into_iter()
-        .map(|(k, pem)| (k.to_owned(), ByteString(pem.as_bytes().to_vec())))
+    let data: BTreeMap<String, ByteString> = files
+        .iter()
+        .map(|(k, pem)| (k.clone(), ByteString(pem.as_bytes().to_vec())))
         .collect();
     Ok(Secret {
         metadata: owner.meta(tls_secret_name(&owner.name)),
@@ -83,10 +88,12 @@ pub fn server_names(cr: &NsightCoordinator, settings: &RenderSettings) -> Vec<St
     certs::service_names(&name, &namespace, &settings.cluster_domain)
 }
 
-/// `storage` is the NsightCloudStorageConfig the controller resolved for `cr`, if any.
+/// `storage` is the NsightCloudStorageConfig the controller resolved for `cr`, if any;
+/// `tls_fingerprint` is `certs::fingerprint` of its agent-channel Secret (encrypted channel).
 pub fn render(
     cr: &NsightCoordinator,
     storage: Option<&NsightCloudStorageConfig>,
+    tls_fingerprint: Option<&str>,
     settings: &RenderSettings,
 ) -> Result<Desired, RenderError> {
     let owner = Owner::of(cr, Component::Coordinator)?;
@@ -132,6 +139,19 @@ pub fn render(
                 .extend(["--storage-public-url".into(), url.clone()]);
         }
     }
+    let mut deployment = workload::deployment(&owner, &cr.spec.workload, main);
+    if let (true, Some(fingerprint), Some(meta)) = (
+        encrypted(cr),
+        tls_fingerprint,
+        deployment
+            .spec
+            .as_mut()
+            .and_then(|s| s.template.metadata.as_mut()),
+    ) {
+        meta.annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert(TLS_ANNOTATION.into(), fingerprint.to_owned());
+    }
     Ok(Desired {
         objects: vec![
             Object::ServiceAccount(workload::service_account(&owner)),
@@ -140,11 +160,7 @@ pub fn render(
                 cr.spec.workload.service.as_ref(),
                 &ports,
             ))),
-            Object::Deployment(Box::new(workload::deployment(
-                &owner,
-                &cr.spec.workload,
-                main,
-            ))),
+            Object::Deployment(Box::new(deployment)),
         ],
     })
 }

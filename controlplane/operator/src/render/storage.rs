@@ -4,7 +4,8 @@
 //! ```text
 //! storage_type minio (default) ─> ServiceAccount, Secret <name>-credentials (created once,
 //!                                 never overwritten), Service (`s3` 9000), StatefulSet
-//!                                 (`data` emptyDir, or a PVC template with persistence)
+//!                                 (`data` emptyDir, or a PVC template with persistence;
+//!                                 s3s-fs: a TCP readiness probe on `s3`)
 //! storage_type s3              ─> nothing; check_secret(secretRef, Secret) -> Ready
 //! storage_type local, enabled: false ─> nothing
 //! ```
@@ -19,10 +20,13 @@ use k8s_openapi::{
         apps::v1::{StatefulSet, StatefulSetSpec},
         core::v1::{
             EnvVar, EnvVarSource, KeyToPath, PersistentVolumeClaim, PersistentVolumeClaimSpec,
-            Secret, SecretKeySelector, SecretVolumeSource, Volume, VolumeResourceRequirements,
+            Probe, Secret, SecretKeySelector, SecretVolumeSource, TCPSocketAction, Volume,
+            VolumeResourceRequirements,
         },
     },
-    apimachinery::pkg::{api::resource::Quantity, apis::meta::v1::ObjectMeta},
+    apimachinery::pkg::{
+        api::resource::Quantity, apis::meta::v1::ObjectMeta, util::intstr::IntOrString,
+    },
 };
 use nsight_api::{NsightCloudStorageConfig, SecretRef, StorageType, Workload};
 
@@ -237,6 +241,21 @@ pub fn render(
         if let Some(sc) = pod.security_context.as_mut() {
             // The data volume must be writable by the server's user.
             sc.fs_group = Some(uid);
+        }
+        // s3s-fs answers S3 only (no health path): ready once it accepts connections.
+        for c in pod
+            .containers
+            .iter_mut()
+            .filter(|c| c.readiness_probe.is_none())
+        {
+            c.readiness_probe = Some(Probe {
+                tcp_socket: Some(TCPSocketAction {
+                    port: IntOrString::String(S3.name.into()),
+                    ..TCPSocketAction::default()
+                }),
+                period_seconds: Some(10),
+                ..Probe::default()
+            });
         }
     }
     let claims = persistence.map(|p| {
