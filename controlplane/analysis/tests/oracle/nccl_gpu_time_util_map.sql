@@ -39,10 +39,10 @@ numbered AS (
                AS island
     FROM marked
 ),
-islands AS (
+islands AS MATERIALIZED (
     SELECT pid, dev, cat, min(s) AS s, max(e) AS e FROM numbered GROUP BY pid, dev, cat, island
 ),
-spans AS (
+spans AS MATERIALIZED (
     SELECT pid, dev, cat, s, e FROM islands
     UNION ALL
     SELECT a.pid, a.dev, 'overlap', max(a.s, b.s), min(a.e, b.e)

@@ -81,13 +81,11 @@ fn nccl_gpu_time_util_map(
     };
     let nccl = kernels.iter().filter(|k| k.nccl).count();
     let map = if nccl == 0 {
-        if !kernels.is_empty() {
-            out.note(format!(
-                "no NCCL kernels (names starting with 'nccl') among the {} kernels of this \
-                 report; nothing to map",
-                kernels.len()
-            ));
-        }
+        out.note(format!(
+            "no NCCL kernels (names starting with 'nccl') among the {} kernels read; nothing \
+             to map",
+            kernels.len()
+        ));
         Vec::new()
     } else {
         out.note(format!(
@@ -228,12 +226,18 @@ fn figures(map: &[UtilBin], out: &mut Output) {
                 )
             })
             .collect();
+        // Shaded up to the largest value of this kind (at least 1 %), so that a kind that
+        // keeps the GPUs busy a few percent of the time still shows its pattern.
+        let top = rows
+            .iter()
+            .flat_map(|(_, v)| v.iter().copied())
+            .fold(1.0f64, f64::max);
         out.figures.push(heat_map(
             &format!("{NAME}_{suffix}"),
             &format!("{header} kernels: GPU time in use (%) per time bin"),
             ("time bins (report clock)", &from, &to),
             &rows,
-            100.0,
+            top,
         ));
     }
 }
