@@ -80,6 +80,16 @@ fn every_recipe_describes_itself() {
             "nvtx_pace",
             &["name", "timeunit", "filter-time", "filter-nvtx"][..],
         ),
+        (
+            "nccl_sum",
+            "nccl_sum",
+            &["timeunit", "name", "filter-time", "filter-nvtx"][..],
+        ),
+        (
+            "nccl_gpu_time_util_map",
+            "nccl_gpu_time_util_map",
+            &["bins", "timeunit", "filter-time", "filter-nvtx"][..],
+        ),
     ] {
         let component = host
             .load(&wasm_artifact(&format!("recipes/{file}.wasm")))

@@ -46,6 +46,9 @@ mod kern_pace;
 // nvtx_pace against its oracles.
 #[path = "oracle/nvtx_pace.rs"]
 mod nvtx_pace;
+// nccl_sum and nccl_gpu_time_util_map against their oracles.
+#[path = "oracle/nccl.rs"]
+mod nccl;
 
 use common::{
     has_column, has_table,

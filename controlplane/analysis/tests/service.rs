@@ -61,6 +61,8 @@ fn a_job_writes_the_recipes_csv_a_notebook_and_a_page() {
             "diff",
             "gpu_gaps",
             "gpu_time_util",
+            "nccl_gpu_time_util_map",
+            "nccl_sum",
             "nvtx_gpu_proj_sum",
             "nvtx_kern_sum",
             "nvtx_pace",

@@ -21,8 +21,10 @@ mod filter;
 mod glue;
 pub mod gpu;
 mod histogram;
+mod kernel_name;
 pub mod memops;
 mod names;
+pub mod nccl;
 mod numbers;
 pub mod nvtx;
 pub mod pace;
@@ -40,6 +42,7 @@ pub use filter::{
     STATS_ARGUMENTS,
 };
 pub use histogram::{histogram, Bin};
+pub use kernel_name::{missing_note as kernel_name_missing_note, KernelName, KERNEL_NAME_ARGUMENT};
 pub use names::{string_values, strip_api_version};
 pub use numbers::{count_arg, number_arg, time_value};
 pub use report::{Report, Schema};

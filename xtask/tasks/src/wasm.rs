@@ -59,6 +59,11 @@ pub const RECIPES: &[(&str, &str)] = &[
     ("nsight-recipe-cuda-memcpy-sync", "cuda_memcpy_sync"),
     ("nsight-recipe-cuda-gpu-kern-pace", "cuda_gpu_kern_pace"),
     ("nsight-recipe-nvtx-pace", "nvtx_pace"),
+    ("nsight-recipe-nccl-sum", "nccl_sum"),
+    (
+        "nsight-recipe-nccl-gpu-time-util-map",
+        "nccl_gpu_time_util_map",
+    ),
 ];
 /// Recipe components only the tests load (they break the rules on purpose): never in
 /// `dist/recipes/`, so no service or CLI installs them.

@@ -15,8 +15,9 @@ mod events;
 use std::collections::HashMap;
 
 use nsight_recipe_sdk::{
-    round_half_away, time_value, time_window, Args, Column, ColumnKind, Output, Report, Schema,
-    Table, TimeUnit, Value, BYTES_PER_MB, FILTER_ARGS, STATS_ARGUMENTS,
+    round_half_away, time_value, time_window, Args, Column, ColumnKind, KernelName, Output, Report,
+    Schema, Table, TimeUnit, Value, BYTES_PER_MB, FILTER_ARGS, KERNEL_NAME_ARGUMENT,
+    STATS_ARGUMENTS,
 };
 
 use crate::events::{gpu_names, read_events, Event, KERNEL_TABLE};
@@ -44,11 +45,7 @@ impl Guest for CudaGpuTrace {
                 STATS_ARGUMENTS
                     .iter()
                     .take(1)
-                    .chain(&[(
-                        "name",
-                        "Kernel names: demangled (full signature), base (short name) or mangled.",
-                        Some("demangled"),
-                    )])
+                    .chain([&KERNEL_NAME_ARGUMENT])
                     .chain(&STATS_ARGUMENTS[1..]),
             ),
         }
@@ -62,17 +59,7 @@ impl Guest for CudaGpuTrace {
 fn gpu_trace(report: &dyn Report, args: &[(String, String)]) -> Result<Output, String> {
     let args = Args::parse(args, &["timeunit", "name", FILTER_ARGS[0], FILTER_ARGS[1]])?;
     let unit = args.time_unit()?;
-    let name = args.get("name").unwrap_or("demangled");
-    let name_column = match name {
-        "demangled" => "demangledName",
-        "base" => "shortName",
-        "mangled" => "mangledName",
-        _ => {
-            return Err(format!(
-                "--name {name}: expected demangled, base or mangled"
-            ))
-        }
-    };
+    let kernel_name = KernelName::parse(&args)?;
     let mut out = Output::default();
     let schema = Schema::read(report);
     let strings = schema.check_nsys_export(&mut out);
@@ -93,18 +80,11 @@ fn gpu_trace(report: &dyn Report, args: &[(String, String)]) -> Result<Output, S
             ));
         }
     }
-    if schema.has_table(KERNEL_TABLE)
-        && name_column != "demangledName"
-        && !schema
-            .columns(KERNEL_TABLE)
-            .iter()
-            .any(|c| c == name_column)
-    {
-        out.note(format!(
-            "column {KERNEL_TABLE}.{name_column} not in this report (older export); kernels are \
-             named by their demangled names"
-        ));
-    }
+    let name_column = if schema.has_table(KERNEL_TABLE) {
+        kernel_name.column_in(&schema.columns(KERNEL_TABLE), &mut out)
+    } else {
+        kernel_name.column()
+    };
     let mut events = if strings && !present.is_empty() {
         read_events(&schema, name_column, &window)?
     } else {

@@ -14,8 +14,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use nsight_recipe_sdk::{
-    round_half_away, string_values, svg, time_value, time_window, Args, Column, ColumnKind, Output,
-    Report, Schema, Stats, Table, TimeUnit, Value, Window, FILTER_ARGS, STATS_ARGUMENTS,
+    round_half_away, string_values, svg, time_value, time_window, Args, Column, ColumnKind,
+    KernelName, Output, Report, Schema, Stats, Table, TimeUnit, Value, Window, FILTER_ARGS,
+    KERNEL_NAME_ARGUMENT, STATS_ARGUMENTS,
 };
 
 use nsight_recipe_sdk::thread_ranges::ThreadRanges;
@@ -48,11 +49,7 @@ impl Guest for NvtxKernSum {
                 STATS_ARGUMENTS
                     .iter()
                     .take(1)
-                    .chain(&[(
-                        "name",
-                        "Kernel names: demangled (full signature), base (short name) or mangled.",
-                        Some("demangled"),
-                    )])
+                    .chain([&KERNEL_NAME_ARGUMENT])
                     .chain(&STATS_ARGUMENTS[1..]),
             ),
         }
@@ -80,17 +77,7 @@ struct Pairs {
 fn nvtx_kern_sum(report: &dyn Report, args: &[(String, String)]) -> Result<Output, String> {
     let args = Args::parse(args, &["timeunit", "name", FILTER_ARGS[0], FILTER_ARGS[1]])?;
     let unit = args.time_unit()?;
-    let name = args.get("name").unwrap_or("demangled");
-    let name_column = match name {
-        "demangled" => "demangledName",
-        "base" => "shortName",
-        "mangled" => "mangledName",
-        _ => {
-            return Err(format!(
-                "--name {name}: expected demangled, base or mangled"
-            ))
-        }
-    };
+    let kernel_name = KernelName::parse(&args)?;
     let mut out = Output::default();
     let schema = Schema::read(report);
     let strings = schema.check_nsys_export(&mut out);
@@ -121,15 +108,7 @@ fn nvtx_kern_sum(report: &dyn Report, args: &[(String, String)]) -> Result<Outpu
     );
     let (rows, labels) = match (nvtx, kernel, runtime) {
         (Some(nvtx), Some(kernel), Some(runtime)) if strings => {
-            let column = if kernel.iter().any(|c| c == name_column) {
-                name_column
-            } else {
-                out.note(format!(
-                    "column {KERNEL}.{name_column} not in this report (older export); kernels \
-                     are named by their demangled names"
-                ));
-                "demangledName"
-            };
+            let column = kernel_name.column_in(&kernel, &mut out);
             let ranges = ThreadRanges::read(&schema, &nvtx, strings)?;
             let has_class = runtime.iter().any(|c| c == "eventClass");
             let pairs = pairs(report, &ranges, column, has_class, &window, &mut out)?;
