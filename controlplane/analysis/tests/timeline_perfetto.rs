@@ -266,6 +266,7 @@ fn the_service_streams_a_reports_perfetto_trace() {
     let total: u64 = slices_per_track(&read).values().sum();
     assert_eq!(total, idx.tracks.iter().map(|t| t.events).sum::<u64>());
 
-    let missing = svc.raw("/analysis/v1/timeline/perfetto?report=default/s1/9/app_default_0_b.sqlite");
+    let missing =
+        svc.raw("/analysis/v1/timeline/perfetto?report=default/s1/9/app_default_0_b.sqlite");
     assert_eq!(missing.status, 404, "{}", missing.body);
 }
