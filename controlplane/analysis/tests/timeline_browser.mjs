@@ -152,6 +152,19 @@ try {
   await byId('range-table').waitFor();
   found.reloadRangeRows = await page.$$eval('[data-testid="range-row"]', (rows) => rows.length);
   step('reloaded');
+  // The Perfetto export, saved by the browser with the tab's credentials.
+  const [download] = await Promise.all([
+    page.waitForEvent('download', { timeout: 60_000 }),
+    byId('timeline-perfetto').click(),
+  ]);
+  found.perfettoName = download.suggestedFilename();
+  found.perfettoPath = `${process.env.SHOTS}/${found.perfettoName}`;
+  await download.saveAs(found.perfettoPath);
+  await page.waitForFunction(
+    () => document.querySelector('[data-testid="timeline-perfetto-status"]')?.textContent.startsWith('Saved'),
+    null, { timeout: 10_000 });
+  found.perfettoStatus = await byId('timeline-perfetto-status').textContent();
+  step('perfetto');
   found.pageErrors = errors;
 } catch (e) {
   await page.screenshot({ path: `${process.env.SHOTS}/timeline-failure.png` }).catch(() => {});

@@ -18,7 +18,7 @@ mod common;
 use std::{path::PathBuf, process::Command};
 
 use common::{kernels_in_range, service::testdata};
-use nsight_analysis::timeline::{index::Source, load};
+use nsight_analysis::timeline::{flows, index::Source, load, perfetto::Export};
 use nsight_contracts::timeline::TrackKind;
 use nsight_e2e::{chromium_bin, demo::LocalPlatform, required_path, TempDir};
 use rusqlite::Connection;
@@ -207,6 +207,28 @@ fn a_person_reads_a_reports_timeline_in_the_browser() {
     assert_eq!(found["reloadDetail"], api.as_str(), "{found:#}");
     assert_eq!(found["reloadRangeRows"], rows.len(), "{found:#}");
     assert!(shots.join("timeline.png").is_file());
+
+    // "Download for Perfetto" saved exactly the trace the encoder makes of the report.
+    assert_eq!(
+        found["perfettoName"], "report1_default_0_gtls.perfetto-trace",
+        "{found:#}"
+    );
+    let saved = std::fs::read(found["perfettoPath"].as_str().unwrap()).unwrap();
+    let flows = flows::read(&load::open(&source).unwrap()).unwrap();
+    let expected: Vec<u8> = Export::new(&idx, &flows).flatten().collect();
+    assert!(
+        saved == expected,
+        "the saved trace ({} bytes) differs from the export ({} bytes)",
+        saved.len(),
+        expected.len()
+    );
+    assert!(
+        found["perfettoStatus"]
+            .as_str()
+            .unwrap()
+            .contains("ui.perfetto.dev"),
+        "{found:#}"
+    );
     platform.stop();
 }
 
