@@ -99,10 +99,11 @@ async fn assert_refused_and_gone(
     key: &str,
     put: Result<nsight_storage::PutOutcome, nsight_storage::StorageError>,
 ) {
-    let chain = match put {
-        Ok(out) => panic!("`{key}` was published on a full disk: {out:?}"),
-        Err(e) => e.chain(),
-    };
+    assert!(
+        put.is_err(),
+        "`{key}` was published on a full disk: {put:?}"
+    );
+    let chain = put.err().map(|e| e.chain()).unwrap_or_default();
     assert!(
         chain.contains(&format!("no space left on device while writing `{key}`")),
         "the error names the cause and the key: {chain}"
