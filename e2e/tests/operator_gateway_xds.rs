@@ -128,7 +128,7 @@ fn gateway_gets_listeners_rotates_keys_and_keeps_serving_on_a_broken_tls_secret(
     let rendered: Value = serde_json::from_str(cm["data"]["envoy.json"].as_str().unwrap()).unwrap();
     let node = rendered["node"]["id"].as_str().unwrap().to_owned();
     assert_eq!(node, format!("nsight-gateway/{NS}/gw"));
-    let mut bootstrap = Bootstrap::new(&node, xds_addr, ([127, 0, 0, 1], ADMIN_PORT).into());
+    let mut bootstrap = Bootstrap::new(&node, xds_addr, ([127, 0, 0, 1], ADMIN_PORT));
     bootstrap.node_cluster = rendered["node"]["cluster"].as_str().unwrap().into();
     assert_eq!(
         bootstrap.to_json(),

@@ -2,9 +2,18 @@
 //! opens the admin interface and points ADS (SotW or delta, over gRPC/HTTP2) at our server;
 //! listeners, routes, clusters and secrets all arrive over that stream.
 //!
+//! The admin interface serves the whole configuration (`/config_dump`, API keys included) and
+//! `/quitquitquit` to whoever reaches it: in a Pod it is a loopback port only the Pod's
+//! containers share; on a shared machine (local mode) it is a Unix socket with mode 0600
+//! ([`AdminAddress::Pipe`]), reachable only by the user running Envoy.
+//!
 //! Pure: produces the JSON document (valid YAML too, which `envoy -c` accepts).
 
-use std::net::SocketAddr;
+use std::{
+    fmt,
+    net::{IpAddr, SocketAddr},
+    path::PathBuf,
+};
 
 use serde_json::json;
 
@@ -18,6 +27,56 @@ pub enum AdsFlavor {
     Delta,
 }
 
+/// Where Envoy's admin interface listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AdminAddress {
+    /// A TCP address: anyone who can connect to it is an Envoy administrator.
+    Tcp(SocketAddr),
+    /// A Unix socket Envoy creates with mode 0600 (replacing a stale one at the path). Linux
+    /// limits the path to 107 bytes.
+    Pipe(PathBuf),
+}
+
+/// The mode of an admin socket: read and write for Envoy's user only.
+pub const ADMIN_PIPE_MODE: u32 = 0o600;
+
+impl From<SocketAddr> for AdminAddress {
+    fn from(addr: SocketAddr) -> Self {
+        Self::Tcp(addr)
+    }
+}
+
+impl<I: Into<IpAddr>> From<(I, u16)> for AdminAddress {
+    fn from(addr: (I, u16)) -> Self {
+        Self::Tcp(addr.into())
+    }
+}
+
+impl fmt::Display for AdminAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Tcp(addr) => addr.fmt(f),
+            Self::Pipe(path) => write!(f, "unix:{}", path.display()),
+        }
+    }
+}
+
+impl AdminAddress {
+    /// The bootstrap's `admin.address`.
+    fn to_json(&self) -> serde_json::Value {
+        match self {
+            Self::Tcp(addr) => json!({ "socket_address": {
+                "address": addr.ip().to_string(),
+                "port_value": addr.port()
+            }}),
+            Self::Pipe(path) => json!({ "pipe": {
+                "path": path.display().to_string(),
+                "mode": ADMIN_PIPE_MODE
+            }}),
+        }
+    }
+}
+
 /// What a bootstrap needs. `xds_host` may be a DNS name (in a cluster) or an IP.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Bootstrap {
@@ -26,7 +85,7 @@ pub struct Bootstrap {
     pub node_cluster: String,
     pub xds_host: String,
     pub xds_port: u16,
-    pub admin: SocketAddr,
+    pub admin: AdminAddress,
     pub flavor: AdsFlavor,
 }
 
@@ -35,13 +94,13 @@ pub const XDS_CLUSTER: &str = "nsight_xds";
 
 impl Bootstrap {
     /// A bootstrap for `node_id` fed by the server at `xds`, admin on `admin`.
-    pub fn new(node_id: &str, xds: SocketAddr, admin: SocketAddr) -> Self {
+    pub fn new(node_id: &str, xds: SocketAddr, admin: impl Into<AdminAddress>) -> Self {
         Self {
             node_id: node_id.into(),
             node_cluster: "nsight-gateway".into(),
             xds_host: xds.ip().to_string(),
             xds_port: xds.port(),
-            admin,
+            admin: admin.into(),
             flavor: AdsFlavor::Sotw,
         }
     }
@@ -57,7 +116,7 @@ impl Bootstrap {
             AdsFlavor::Sotw => "GRPC",
             AdsFlavor::Delta => "DELTA_GRPC",
         };
-        let discovery = if self.xds_host.parse::<std::net::IpAddr>().is_ok() {
+        let discovery = if self.xds_host.parse::<IpAddr>().is_ok() {
             "STATIC"
         } else {
             "STRICT_DNS"
@@ -65,12 +124,7 @@ impl Bootstrap {
         let ads = json!({ "ads": {}, "resource_api_version": "V3" });
         json!({
             "node": { "id": self.node_id, "cluster": self.node_cluster },
-            "admin": {
-                "address": { "socket_address": {
-                    "address": self.admin.ip().to_string(),
-                    "port_value": self.admin.port()
-                }}
-            },
+            "admin": { "address": self.admin.to_json() },
             "dynamic_resources": {
                 "ads_config": {
                     "api_type": api_type,
@@ -115,7 +169,7 @@ mod tests {
         let b = Bootstrap::new(
             "nsight-gateway/local/gw",
             ([127, 0, 0, 1], 18000).into(),
-            ([127, 0, 0, 1], 19000).into(),
+            ([127, 0, 0, 1], 19000),
         )
         .with_flavor(AdsFlavor::Delta);
         let j = b.to_json();
@@ -134,11 +188,27 @@ mod tests {
 
     #[test]
     fn a_dns_name_for_the_control_plane_is_resolved_by_envoy() {
-        let mut b = Bootstrap::new("n", ([127, 0, 0, 1], 1).into(), ([127, 0, 0, 1], 2).into());
+        let mut b = Bootstrap::new("n", ([127, 0, 0, 1], 1).into(), ([127, 0, 0, 1], 2));
         b.xds_host = "nsight-operator.nsight.svc".into();
         assert_eq!(
             b.to_json()["static_resources"]["clusters"][0]["type"],
             "STRICT_DNS"
         );
+    }
+
+    #[test]
+    fn a_pipe_admin_is_a_socket_only_envoys_user_can_open() {
+        let b = Bootstrap::new(
+            "n",
+            ([127, 0, 0, 1], 1).into(),
+            AdminAddress::Pipe("/state/envoy/admin.sock".into()),
+        );
+        let j = b.to_json();
+        assert_eq!(
+            j["admin"]["address"],
+            json!({ "pipe": { "path": "/state/envoy/admin.sock", "mode": 0o600 } })
+        );
+        assert!(j["admin"]["address"]["socket_address"].is_null());
+        assert_eq!(b.admin.to_string(), "unix:/state/envoy/admin.sock");
     }
 }

@@ -5,12 +5,11 @@
 //! ```text
 //!  EnvoySupervisor::start ──> task: loop { spawn envoy ─> wait exit | stop } ──> backoff
 //!        │                        └─> state: Starting / Running{pid} / Backoff / Stopped
-//!        └─ EnvoyHandle::wait_ready polls GET /ready on the admin port
+//!        └─ EnvoyHandle::wait_ready polls GET /ready on the admin address (TCP or Unix socket)
 //! ```
 //! Owns the child process and nothing else: the configuration arrives over xDS.
 
 use std::{
-    net::SocketAddr,
     path::{Path, PathBuf},
     process::Stdio,
     sync::{
@@ -21,14 +20,14 @@ use std::{
 };
 
 use tokio::{
-    io::{AsyncReadExt, AsyncWriteExt},
-    net::TcpStream,
+    io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt},
+    net::{TcpStream, UnixStream},
     process::Command,
     sync::{oneshot, watch},
     task::JoinHandle,
 };
 
-use crate::bootstrap::Bootstrap;
+use crate::bootstrap::{AdminAddress, Bootstrap};
 
 /// The variable naming the Envoy binary (`cargo xtask env` prints it).
 pub const ENVOY_BIN_VAR: &str = "NSIGHT_ENVOY_BIN";
@@ -55,7 +54,7 @@ pub enum SupervisorError {
     },
     #[error("Envoy did not become ready on admin {admin} within {timeout:?}; see {log}")]
     NotReady {
-        admin: SocketAddr,
+        admin: AdminAddress,
         timeout: Duration,
         log: PathBuf,
     },
@@ -148,7 +147,7 @@ impl EnvoySupervisor {
             restarts.clone(),
         ));
         Ok(EnvoyHandle {
-            admin: config.bootstrap.admin,
+            admin: config.bootstrap.admin.clone(),
             log,
             state: state_rx,
             restarts,
@@ -161,7 +160,7 @@ impl EnvoySupervisor {
 /// A supervised Envoy. Dropping it kills Envoy.
 #[derive(Debug)]
 pub struct EnvoyHandle {
-    admin: SocketAddr,
+    admin: AdminAddress,
     log: PathBuf,
     state: watch::Receiver<EnvoyState>,
     restarts: Arc<AtomicU32>,
@@ -170,8 +169,8 @@ pub struct EnvoyHandle {
 }
 
 impl EnvoyHandle {
-    pub fn admin_addr(&self) -> SocketAddr {
-        self.admin
+    pub fn admin_addr(&self) -> &AdminAddress {
+        &self.admin
     }
 
     pub fn log_path(&self) -> &Path {
@@ -200,12 +199,12 @@ impl EnvoyHandle {
     pub async fn wait_ready(&self, timeout: Duration) -> Result<(), SupervisorError> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            if admin_ready(self.admin).await {
+            if admin_ready(&self.admin).await {
                 return Ok(());
             }
             if tokio::time::Instant::now() >= deadline {
                 return Err(SupervisorError::NotReady {
-                    admin: self.admin,
+                    admin: self.admin.clone(),
                     timeout,
                     log: self.log.clone(),
                 });
@@ -235,22 +234,31 @@ impl Drop for EnvoyHandle {
 }
 
 /// `GET /ready` on the admin interface answered 200.
-pub async fn admin_ready(admin: SocketAddr) -> bool {
-    let attempt = async {
-        let mut stream = TcpStream::connect(admin).await?;
-        stream
-            .write_all(b"GET /ready HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n")
-            .await?;
-        let mut buf = Vec::new();
-        stream.read_to_end(&mut buf).await?;
-        Ok::<bool, std::io::Error>(
-            buf.starts_with(b"HTTP/1.1 200") || buf.starts_with(b"HTTP/1.0 200"),
-        )
-    };
+pub async fn admin_ready(admin: &AdminAddress) -> bool {
     matches!(
-        tokio::time::timeout(Duration::from_secs(1), attempt).await,
-        Ok(Ok(true))
+        tokio::time::timeout(Duration::from_secs(1), admin_get(admin, "/ready")).await,
+        Ok(Ok(answer)) if answer.starts_with(b"HTTP/1.1 200") || answer.starts_with(b"HTTP/1.0 200")
     )
+}
+
+/// `GET path` on the admin interface, over TCP or its Unix socket: the whole answer, status
+/// line and headers included. No timeout: the caller bounds it.
+pub async fn admin_get(admin: &AdminAddress, path: &str) -> std::io::Result<Vec<u8>> {
+    let request = format!("GET {path} HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n");
+    match admin {
+        AdminAddress::Tcp(addr) => exchange(TcpStream::connect(addr).await?, &request).await,
+        AdminAddress::Pipe(socket) => exchange(UnixStream::connect(socket).await?, &request).await,
+    }
+}
+
+async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    request: &str,
+) -> std::io::Result<Vec<u8>> {
+    stream.write_all(request.as_bytes()).await?;
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await?;
+    Ok(answer)
 }
 
 async fn supervise(

@@ -61,7 +61,6 @@ pub struct Ports {
     pub analysis: u16,
     pub ui: u16,
     pub xds: u16,
-    pub envoy_admin: u16,
     /// The control plane's own status: `/xds/status` (per-node ACK/NACK) and `/metrics`;
     /// loopback only.
     pub status: u16,
@@ -78,7 +77,7 @@ impl Default for Ports {
             analysis: 18082,
             ui: 18083,
             xds: 18084,
-            envoy_admin: 18085,
+            // 18085 was Envoy's admin port; the admin interface is a Unix socket now.
             status: 18086,
         }
     }
@@ -109,6 +108,9 @@ pub struct Plan {
     /// The gateway's certificate when it serves HTTPS.
     pub gateway_tls: Option<TlsFiles>,
     pub api_key_file: PathBuf,
+    /// Envoy's admin interface (`/ready`, `/stats`, `/config_dump` with the API key,
+    /// `/quitquitquit`): a Unix socket with mode 0600 in a 0700 directory, never a TCP port.
+    pub envoy_admin_socket: PathBuf,
     /// `None` when reports go to S3.
     pub reports_dir: Option<PathBuf>,
     pub logs_dir: PathBuf,
@@ -242,6 +244,7 @@ impl Plan {
             tls_dir,
             gateway_tls,
             api_key_file: s.state_dir.join("api-key"),
+            envoy_admin_socket: s.state_dir.join("envoy").join("admin.sock"),
             reports_dir,
             logs_dir,
             ports: p,
@@ -312,6 +315,15 @@ mod tests {
             envoy_bin: "/e/envoy".into(),
             storage_config: None,
         }
+    }
+
+    #[test]
+    fn envoy_admin_is_a_socket_in_the_state_dir_not_a_port() {
+        let plan = Plan::new(&settings());
+        assert_eq!(plan.envoy_admin_socket, Path::new("/s/envoy/admin.sock"));
+        let json = serde_json::to_value(&plan).unwrap();
+        assert_eq!(json["envoyAdminSocket"], "/s/envoy/admin.sock");
+        assert!(json["ports"].get("envoyAdmin").is_none(), "{json}");
     }
 
     #[test]

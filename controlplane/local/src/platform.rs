@@ -12,7 +12,7 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 use nsight_gateway::{
-    bootstrap::Bootstrap,
+    bootstrap::{AdminAddress, Bootstrap},
     server::{XdsHandle, XdsServer},
     supervisor::{EnvoyConfig, EnvoyHandle, EnvoySupervisor},
 };
@@ -202,9 +202,8 @@ pub async fn start(settings: &Settings) -> Result<Running> {
             tracing::error!(error = %e, "status endpoint stopped");
         }
     });
-    let admin = SocketAddr::from(([127, 0, 0, 1], plan.ports.envoy_admin));
     let work_dir = settings.state_dir.join("envoy");
-    std::fs::create_dir_all(&work_dir)?;
+    let admin = admin_socket(&work_dir, &plan.envoy_admin_socket)?;
     let envoy = EnvoySupervisor::start(EnvoyConfig {
         envoy_bin: settings.envoy_bin.clone(),
         bootstrap: Bootstrap::new(GATEWAY_NODE, xds.local_addr(), admin),
@@ -239,6 +238,31 @@ pub async fn start(settings: &Settings) -> Result<Running> {
     let description = serde_json::to_vec_pretty(&plan)?;
     std::fs::write(settings.state_dir.join("local.json"), description)?;
     Ok(running)
+}
+
+/// Envoy's admin interface: the socket `socket` (Envoy makes it 0600) in `work_dir`, which is
+/// created 0700 so that no other user can reach the socket even before its mode is set.
+fn admin_socket(work_dir: &Path, socket: &Path) -> Result<AdminAddress> {
+    use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
+    // sockaddr_un holds 108 bytes, the terminating NUL included.
+    const MAX_SOCKET_PATH: usize = 107;
+    let len = socket.as_os_str().len();
+    if len > MAX_SOCKET_PATH {
+        bail!(
+            "Envoy's admin socket {} is {len} bytes long, more than the {MAX_SOCKET_PATH} a Unix \
+             socket path may have: choose a shorter --state-dir",
+            socket.display()
+        );
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(work_dir)
+        .with_context(|| format!("creating {}", work_dir.display()))?;
+    // An existing directory keeps its mode: tighten it.
+    std::fs::set_permissions(work_dir, std::fs::Permissions::from_mode(0o700))
+        .with_context(|| format!("making {} private (0700)", work_dir.display()))?;
+    Ok(AdminAddress::Pipe(socket.to_path_buf()))
 }
 
 impl Running {

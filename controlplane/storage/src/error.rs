@@ -162,6 +162,27 @@ pub enum Cause {
         #[source]
         source: io::Error,
     },
+    #[error(
+        "no space left on device while writing `{key}` ({}): free space on that file system \
+         or move the store",
+        path.display()
+    )]
+    NoSpace {
+        key: String,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
+        "`{key}` has {on_disk} bytes on disk at {} after writing the {received} bytes received",
+        path.display()
+    )]
+    ShortWrite {
+        key: String,
+        path: PathBuf,
+        received: u64,
+        on_disk: u64,
+    },
     #[error("a local directory store has no presigned URLs: read the file under {} directly", root.display())]
     NoPresignedUrls { root: PathBuf },
     #[error("invalid argument: {0}")]
@@ -180,7 +201,11 @@ impl Cause {
     /// See [`StorageError::is_transient`].
     pub fn is_transient(&self) -> bool {
         match self {
-            Self::Unreachable { .. } | Self::Response { .. } => true,
+            // Space may be freed; a short write has no known cause to fix.
+            Self::Unreachable { .. }
+            | Self::Response { .. }
+            | Self::NoSpace { .. }
+            | Self::ShortWrite { .. } => true,
             Self::Server { status, .. } => *status >= 500 || *status == 408 || *status == 429,
             Self::Io { source, .. } | Self::Source(source) => !matches!(
                 source.kind(),

@@ -6,7 +6,9 @@
 //! ```
 //!
 //! A half-written object is never listed: writes go to the staging directory on the same file
-//! system and are renamed into place only once complete and synced. Keys are validated
+//! system and are renamed into place only once complete, synced, and as long on disk as the
+//! bytes received. Every write, flush and sync error fails the put (a full disk as
+//! [`Cause::NoSpace`]) and removes the staging file. Keys are validated
 //! ([`crate::key::validate_key`]) and every resolved path is checked to stay under the root
 //! (a symlink inside the root cannot lead out of it). It owns nothing outside its root.
 
@@ -45,6 +47,21 @@ fn io_cause(path: &Path, source: io::Error) -> Cause {
         path: path.to_path_buf(),
         source,
     }
+}
+
+/// An error while putting `key`: a full file system (or quota) is [`Cause::NoSpace`].
+fn put_cause(key: &str, path: &Path, source: io::Error) -> Cause {
+    if matches!(
+        source.kind(),
+        io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded
+    ) {
+        return Cause::NoSpace {
+            key: key.to_owned(),
+            path: path.to_path_buf(),
+            source,
+        };
+    }
+    io_cause(path, source)
 }
 
 impl LocalStore {
@@ -121,7 +138,7 @@ impl LocalStore {
         let written = async {
             let mut file = tokio::fs::File::create(&tmp)
                 .await
-                .map_err(|e| io_cause(&tmp, e))?;
+                .map_err(|e| put_cause(key, &tmp, e))?;
             let mut hasher = Sha256::new();
             let mut size = 0u64;
             let mut buf = vec![0u8; CHUNK];
@@ -133,20 +150,40 @@ impl LocalStore {
                 hasher.update(&buf[..n]);
                 file.write_all(&buf[..n])
                     .await
-                    .map_err(|e| io_cause(&tmp, e))?;
+                    .map_err(|e| put_cause(key, &tmp, e))?;
                 size += n as u64;
             }
             let sha256 = hex::encode(hasher.finalize());
             options.check(size, &sha256)?;
-            file.sync_all().await.map_err(|e| io_cause(&tmp, e))?;
+            // tokio's File writes on a blocking thread and reports a write's error only at the
+            // next write or flush; `sync_all` alone would drop the last one (a full disk then
+            // published a short file).
+            file.flush().await.map_err(|e| put_cause(key, &tmp, e))?;
+            file.sync_all().await.map_err(|e| put_cause(key, &tmp, e))?;
+            let on_disk = file
+                .metadata()
+                .await
+                .map_err(|e| put_cause(key, &tmp, e))?
+                .len();
+            if on_disk != size {
+                return Err(Cause::ShortWrite {
+                    key: key.to_owned(),
+                    path: tmp.clone(),
+                    received: size,
+                    on_disk,
+                });
+            }
+            drop(file);
             let parent = dest.parent().unwrap_or(&self.root);
             tokio::fs::create_dir_all(parent)
                 .await
-                .map_err(|e| io_cause(parent, e))?;
+                .map_err(|e| put_cause(key, parent, e))?;
             tokio::fs::rename(&tmp, &dest)
                 .await
-                .map_err(|e| io_cause(&dest, e))?;
-            sync_dir(parent).await.map_err(|e| io_cause(parent, e))?;
+                .map_err(|e| put_cause(key, &dest, e))?;
+            sync_dir(parent)
+                .await
+                .map_err(|e| put_cause(key, parent, e))?;
             Ok::<_, Cause>((size, sha256))
         }
         .await;

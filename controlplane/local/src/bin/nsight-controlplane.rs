@@ -37,7 +37,8 @@ struct LocalArgs {
     #[arg(long, default_value_t = Ports::default().storage)]
     storage_port: u16,
     /// First of seven consecutive internal ports: coordinator REST, agent channel, analysis, UI,
-    /// xDS, Envoy admin, control-plane status.
+    /// xDS, (unused: Envoy's admin interface is the socket <state>/envoy/admin.sock),
+    /// control-plane status.
     #[arg(long, default_value_t = Ports::default().coordinator_http)]
     internal_ports_from: u16,
     /// Store reports in S3 (a storage-config.yaml) instead of <state>/reports.
@@ -109,7 +110,6 @@ fn settings(args: &LocalArgs) -> anyhow::Result<Settings> {
             analysis: port(2),
             ui: port(3),
             xds: port(4),
-            envoy_admin: port(5),
             status: port(6),
         },
         wasm_dir: args.wasm_dir.clone(),

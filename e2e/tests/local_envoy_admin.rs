@@ -1,0 +1,78 @@
+//! Envoy's admin interface in local mode is not reachable over TCP: it serves `/config_dump`
+//! (with the API key) and `/quitquitquit`, so the local platform binds it to a Unix socket with
+//! mode 0600 in a 0700 directory. The real platform (`nsight-controlplane local`) is started; the
+//! old admin port and both gateway ports are asked for admin paths and give no admin answer; the
+//! socket answers `/ready`.
+
+#![allow(clippy::unwrap_used, reason = "tests fail loudly on unexpected errors")]
+
+use std::{
+    io::{Read as _, Write as _},
+    os::unix::{fs::FileTypeExt as _, fs::PermissionsExt as _, net::UnixStream},
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use nsight_e2e::{demo::LocalPlatform, http, TempDir};
+
+/// `GET path` over the Unix socket: the raw answer.
+fn get_over_socket(socket: &Path, path: &str) -> String {
+    let mut stream = UnixStream::connect(socket).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer
+}
+
+#[test]
+fn envoy_admin_is_a_private_socket_not_a_port() {
+    let dir = TempDir::new("local-envoy-admin");
+    let (platform, options) = LocalPlatform::start_for_tests(dir.path()).unwrap();
+
+    // The old admin port (internal +5) is closed; the gateway ports route, not administer.
+    let old_admin = std::net::SocketAddr::from(([127, 0, 0, 1], options.internal_ports_from + 5));
+    let answer = http::get(old_admin, "/config_dump", &[]);
+    assert!(
+        answer.is_err(),
+        "the old admin port {old_admin} answers /config_dump (HTTP status, API key in it: {:?})",
+        answer
+            .as_ref()
+            .map(|a| (a.status, a.body.contains(&platform.api_key)))
+    );
+    let storage = std::net::SocketAddr::from(([127, 0, 0, 1], options.storage_port));
+    for addr in [platform.gateway, storage] {
+        for path in ["/config_dump", "/quitquitquit", "/stats"] {
+            for method in ["GET", "POST"] {
+                let answer = http::request(addr, method, path, &[], None).unwrap();
+                assert!(
+                    !answer.body.contains(&platform.api_key)
+                        && !answer.body.contains("envoy.admin")
+                        && !answer.body.contains("OK\n"),
+                    "{method} {path} on {addr} looks like Envoy admin: {} {}",
+                    answer.status,
+                    answer.body
+                );
+            }
+        }
+    }
+    // Envoy did not quit.
+    assert_eq!(http::get(platform.gateway, "/", &[]).unwrap().status, 200);
+
+    // The socket: 0600 in a 0700 directory, and it answers.
+    let socket = PathBuf::from(platform.description["envoyAdminSocket"].as_str().unwrap());
+    let meta = std::fs::symlink_metadata(&socket).unwrap();
+    assert!(meta.file_type().is_socket(), "{}", socket.display());
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600, "socket mode");
+    let parent = std::fs::metadata(socket.parent().unwrap()).unwrap();
+    assert_eq!(parent.permissions().mode() & 0o777, 0o700, "directory mode");
+    let ready = get_over_socket(&socket, "/ready");
+    assert!(ready.starts_with("HTTP/1.1 200"), "{ready}");
+    platform.stop();
+}
