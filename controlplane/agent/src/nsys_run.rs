@@ -280,7 +280,7 @@ pub async fn run_profile(
             return Err(NeverStarted(started::failure_reason(
                 "profile",
                 status,
-                &launched.stderr.text(),
+                &launched.stderr.settled_text().await,
             ))
             .into());
         }

@@ -258,7 +258,11 @@ async fn run_nsys(
             forwarding.abort();
             config.process_name = nsys_run::process_name(&options.argv);
             if let Start::NeverRan(status) = start? {
-                let reason = started::failure_reason("launch", status, &launched.stderr.text());
+                let reason = started::failure_reason(
+                    "launch",
+                    status,
+                    &launched.stderr.settled_text().await,
+                );
                 return run_unprofiled_following(config, &options.argv, &reason).await;
             }
             mark_target_started();

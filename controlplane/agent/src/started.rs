@@ -61,7 +61,18 @@ pub fn exec_marked(marker: &Path, argv: &[String]) -> std::io::Error {
 
 /// The last [`TAIL_BYTES`] of a child's stderr, which is also copied to ours as it arrives.
 #[derive(Debug, Clone, Default)]
-pub struct StderrTail(Arc<Mutex<Vec<u8>>>);
+pub struct StderrTail(Arc<Tail>);
+
+#[derive(Debug, Default)]
+struct Tail {
+    bytes: Mutex<Vec<u8>>,
+    /// Set when the pipe closed (every byte is in `bytes`).
+    closed: std::sync::atomic::AtomicBool,
+    closing: tokio::sync::Notify,
+}
+
+/// How long [`StderrTail::settled_text`] waits for the last bytes of a child that exited.
+const SETTLE: Duration = Duration::from_secs(1);
 
 impl StderrTail {
     /// Copies `stderr` to this process's stderr until it closes, keeping the tail.
@@ -81,13 +92,28 @@ impl StderrTail {
                     }
                 }
             }
+            keep.0
+                .closed
+                .store(true, std::sync::atomic::Ordering::Release);
+            keep.0.closing.notify_waiters();
         });
         tail
+    }
+
+    /// [`Self::text`] once the pipe has closed, or after [`SETTLE`]: the child has exited, but
+    /// its last lines (the error that says why) may still be on their way through the pipe.
+    pub async fn settled_text(&self) -> String {
+        let closing = self.0.closing.notified();
+        if !self.0.closed.load(std::sync::atomic::Ordering::Acquire) {
+            let _ = tokio::time::timeout(SETTLE, closing).await;
+        }
+        self.text()
     }
 
     fn push(&self, chunk: &[u8]) {
         let mut t = self
             .0
+            .bytes
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         t.extend_from_slice(chunk);
@@ -99,6 +125,7 @@ impl StderrTail {
     pub fn text(&self) -> String {
         let t = self
             .0
+            .bytes
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         String::from_utf8_lossy(&t)
@@ -216,5 +243,23 @@ mod tests {
             wrapper(Path::new("/a/nsight-agent"), Path::new("/w/m")),
             vec!["/a/nsight-agent", "exec-marked", "/w/m", "--"]
         );
+    }
+
+    #[tokio::test]
+    async fn the_settled_tail_holds_what_a_child_said_before_it_exited() {
+        for _ in 0..20 {
+            let mut child = tokio::process::Command::new("/bin/sh")
+                .args([
+                    "-c",
+                    "echo one >&2; echo 'ERROR: the last word' >&2; exit 3",
+                ])
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let tail = StderrTail::follow(child.stderr.take().unwrap());
+            let status = child.wait().await.unwrap();
+            assert_eq!(status.code(), Some(3));
+            assert_eq!(tail.settled_text().await, "one / ERROR: the last word");
+        }
     }
 }
