@@ -36,7 +36,7 @@ impl Flows {
 
     /// Drops ids seen on one side only (an API call that launched nothing, GPU work whose call
     /// was not traced): a flow needs both ends.
-    pub fn keep_linked(&mut self) {
+    fn keep_linked(&mut self) {
         let mut api: Vec<u64> = self
             .by_source
             .get(&Source::Runtime)
@@ -58,15 +58,6 @@ impl Flows {
             };
             pairs.retain(|p| other.binary_search(&p.1).is_ok());
         }
-    }
-
-    /// How many events carry a flow id.
-    pub fn len(&self) -> usize {
-        self.by_source.values().map(Vec::len).sum()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     pub fn of(&self, source: Source, rowid: i64) -> Option<u64> {
