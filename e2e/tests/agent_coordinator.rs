@@ -1,7 +1,8 @@
 //! Coordinator mode end to end: a real coordinator, `nsight-agent run` (nvtx backend, mutual TLS,
 //! local report directory) around a Python program, START/STOP through the coordinator's REST
 //! API. Each collection's report key appears in the collection and the file is in storage,
-//! holding only that window's ranges.
+//! holding only that window's ranges. An upload that outlasts the heartbeat timeout (storage
+//! frozen) neither loses the agent nor the report.
 
 #![allow(
     clippy::unwrap_used,
@@ -17,6 +18,7 @@ use nsight_e2e::{
     bin, http,
     platform::{tls_dir, CoordinatorProcess},
     process::Running,
+    s3::{S3Server, ACCESS_KEY, SECRET_KEY},
     wait_for, TempDir,
 };
 use serde_json::Value;
@@ -247,4 +249,79 @@ fn a_target_that_exits_while_collecting_still_uploads_its_ranges() {
     let (outer, inner) = (span(&last[0]), span(&last[1]));
     assert!(outer.0 <= inner.0 && inner.1 <= outer.1, "{last:?}");
     assert!(inner.1 - inner.0 >= 50_000_000, "{last:?}");
+}
+
+/// An upload slower than the heartbeat timeout (the S3 server frozen with SIGSTOP for three
+/// timeouts) keeps the agent connected and its outcome awaited; the collection completes with
+/// the report once storage answers again. Before, the upload was awaited in the loop that sends
+/// heartbeats: the agent was marked lost and its final message dropped (issue 22, item 1).
+#[test]
+fn an_upload_slower_than_the_heartbeat_timeout_keeps_the_agent_and_its_report() {
+    let dir = TempDir::new("agent-slow-upload");
+    let s3 = S3Server::start(&dir.path().join("s3"));
+    std::fs::create_dir_all(s3.bucket_dir("reports")).unwrap();
+    let storage = dir.path().join("storage-config.yaml");
+    std::fs::write(
+        &storage,
+        format!(
+            "storage_type: s3\nbucket_name: reports\naws_access_key_id: {ACCESS_KEY}\n\
+             aws_secret_access_key: {SECRET_KEY}\nendpoint_url: {}\n",
+            s3.endpoint()
+        ),
+    )
+    .unwrap();
+    let heartbeat_timeout = Duration::from_millis(2_000);
+    let coordinator = CoordinatorProcess::start(
+        &dir.path().join("state"),
+        u64::try_from(heartbeat_timeout.as_millis()).unwrap(),
+    );
+    let script = dir.path().join("loop.py");
+    std::fs::write(
+        &script,
+        "import time, nvtx\nt0 = time.time()\nwhile time.time() - t0 < 90:\n    \
+         with nvtx.annotate('tick'):\n        time.sleep(0.02)\n",
+    )
+    .unwrap();
+    let mut cmd = Command::new(bin("nsight-agent"));
+    cmd.args(["run", "--mode", "coordinator", "--coordinator"])
+        .arg(coordinator.grpc_url())
+        .arg("--tls-dir")
+        .arg(tls_dir(&coordinator.state_dir))
+        .arg("--storage-config")
+        .arg(&storage)
+        .args(["--pod", "trainer-2", "--"])
+        .arg(python())
+        .arg(&script)
+        .env("NSIGHT_AGENT_LOG", "info");
+    let agent = Running::spawn("nsight-agent", cmd, &dir.path().join("agent.log"));
+    let connected = || {
+        let agents = coordinator.get("/v1/status")["agents"].as_array()?.clone();
+        (agents.len() == 1 && agents[0]["connected"] == true).then_some(())
+    };
+    wait_for(Duration::from_secs(30), connected)
+        .unwrap_or_else(|| panic!("agent registers; log:\n{}", agent.log()));
+
+    let started = post(&coordinator, "/v1/start");
+    let session = started["session"].as_str().unwrap().to_owned();
+    std::thread::sleep(Duration::from_millis(700));
+    s3.pause();
+    post(&coordinator, "/v1/stop");
+    std::thread::sleep(heartbeat_timeout * 3);
+    let s = coordinator.get(&format!("/v1/sessions/{session}"));
+    let outcome = &s["collections"][0]["agents"];
+    let outcome = outcome.as_object().unwrap().values().next().unwrap().clone();
+    assert_eq!(
+        outcome["state"],
+        "stopSent",
+        "still uploading, not lost: {s}; log:\n{}",
+        agent.log()
+    );
+    assert!(connected().is_some(), "the agent stays connected: {s}");
+
+    s3.resume();
+    let keys = uploaded_keys(&coordinator, &session, 1);
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    let file = s3.bucket_dir("reports").join(&keys[0]);
+    let n = ticks(&file);
+    assert!((10..=45).contains(&n), "{n} ticks in ~700 ms");
 }

@@ -6,6 +6,10 @@
 //! of a collection, and the backend's `start`/`stop` are called again for the same IDs: backends
 //! must treat a repeated command for the current collection as a no-op that answers again.
 //!
+//! Busy backends: a command runs while the loop keeps sending heartbeats and reading the stream
+//! (an upload can outlast the coordinator's heartbeat timeout); commands arriving meanwhile are
+//! queued and run in order. Work once begun is finished even if the stream drops.
+//!
 //! Target exit ([`run_until_exit`]): when the profiled program ends in the middle of a
 //! collection, the backend writes and uploads what was captured
 //! ([`Backend::target_exited`]) and the channel reports it unasked (`Uploaded`, or `Failed` with
@@ -14,15 +18,15 @@
 //! returns. If the stream is down at that moment it reconnects for up to
 //! [`EXIT_DELIVERY_TIMEOUT`] to deliver it.
 
-use std::time::Duration;
+use std::{collections::VecDeque, time::Duration};
 
 use tokio::sync::{mpsc, watch};
 use tokio_stream::{wrappers::ReceiverStream, StreamExt};
 
 use crate::proto::{
     agent_channel_client::AgentChannelClient, agent_message::Msg as Out,
-    coordinator_message::Msg as In, Ack, AgentIdentity, AgentMessage, Failed, Heartbeat, Register,
-    Uploaded,
+    coordinator_message::Msg as In, Ack, AgentIdentity, AgentMessage, CoordinatorMessage, Failed,
+    Heartbeat, Register, Uploaded,
 };
 
 /// Who this agent is and where its coordinator is.
@@ -361,64 +365,65 @@ async fn session(
         .map_err(|e| format!("coordinator refused the stream: {}", e.message()))?
         .into_inner();
     let mut heartbeat = tokio::time::interval(Duration::from_secs(5));
+    // Commands that arrived while the backend was busy, run in order once it is free.
+    let mut queued: VecDeque<Job> = VecDeque::new();
     let final_message = loop {
-        tokio::select! {
-            how = target_gone(exited), if matches!(exit, Exit::Running) => {
-                *exit = Exit::Exited(backend.target_exited(&how).await);
-            }
-            _ = std::future::ready(()), if matches!(exit, Exit::Exited(_)) => {
-                let Exit::Exited(report) = &exit else { continue };
-                break report.clone();
-            }
-            _ = heartbeat.tick() => {
-                if !send(Out::Heartbeat(Heartbeat {})).await {
-                    return Ok(SessionEnd::Dropped("outbound stream closed".into()));
+        if let Exit::Exited(report) = &exit {
+            break report.clone();
+        }
+        let job = match queued.pop_front() {
+            Some(job) => job,
+            None => tokio::select! {
+                how = target_gone(exited), if matches!(exit, Exit::Running) => Job::TargetExited(how),
+                _ = heartbeat.tick() => {
+                    if !send(Out::Heartbeat(Heartbeat {})).await {
+                        return Ok(SessionEnd::Dropped("outbound stream closed".into()));
+                    }
+                    continue;
+                }
+                message = inbound.next() => match read(message, &mut heartbeat, events) {
+                    Incoming::Job(job) => job,
+                    Incoming::Nothing => continue,
+                    Incoming::End(end) => return Ok(end),
+                },
+            },
+        };
+        // The backend works (an upload may take minutes) while heartbeats keep flowing and
+        // the stream is read, so the coordinator never takes a busy agent for a lost one.
+        // Work once begun is finished even if the stream ends meanwhile: the coordinator sends
+        // STOP again after a reconnect and the backend answers it with the same keys.
+        let mut ended: Option<SessionEnd> = None;
+        let done = {
+            let work = perform(&mut *backend, job, events);
+            tokio::pin!(work);
+            loop {
+                tokio::select! {
+                    done = &mut work => break done,
+                    _ = heartbeat.tick(), if ended.is_none() => {
+                        if !send(Out::Heartbeat(Heartbeat {})).await {
+                            ended = Some(SessionEnd::Dropped("outbound stream closed".into()));
+                        }
+                    }
+                    message = inbound.next(), if ended.is_none() => {
+                        match read(message, &mut heartbeat, events) {
+                            Incoming::Job(job) => queued.push_back(job),
+                            Incoming::Nothing => {}
+                            Incoming::End(end) => ended = Some(end),
+                        }
+                    }
                 }
             }
-            message = inbound.next() => {
-                let message = match message {
-                    None => return Ok(SessionEnd::Dropped("coordinator closed the stream".into())),
-                    Some(Err(status)) => return Ok(SessionEnd::Dropped(status.message().to_string())),
-                    Some(Ok(m)) => m,
-                };
-                match message.msg {
-                    Some(In::Registered(r)) => {
-                        let every = Duration::from_millis(u64::from(r.heartbeat_interval_ms.max(100)));
-                        heartbeat = tokio::time::interval(every);
-                        let _ = events.send(Event::Registered { key: r.agent_key, reconnected: r.reconnected });
-                    }
-                    Some(In::Refused(r)) => return Ok(SessionEnd::Refused(r.reason)),
-                    Some(In::Start(s)) => {
-                        let at = CollectionRef { session: s.session, collection: s.collection };
-                        let reply = match backend.start(&at).await {
-                            Ok(()) => {
-                                let _ = events.send(Event::Started(at.clone()));
-                                Out::Ack(Ack { session: at.session, collection: at.collection })
-                            }
-                            Err(reason) => {
-                                let _ = events.send(Event::Failed { at: at.clone(), reason: reason.clone() });
-                                Out::Failed(Failed { session: at.session, collection: at.collection, reason })
-                            }
-                        };
-                        send(reply).await;
-                    }
-                    Some(In::Stop(s)) => {
-                        let at = CollectionRef { session: s.session, collection: s.collection };
-                        let reply = match backend.stop(&at).await {
-                            Ok(keys) => {
-                                let _ = events.send(Event::Stopped { at: at.clone(), keys: keys.clone() });
-                                Out::Uploaded(Uploaded { session: at.session, collection: at.collection, keys })
-                            }
-                            Err(reason) => {
-                                let _ = events.send(Event::Failed { at: at.clone(), reason: reason.clone() });
-                                Out::Failed(Failed { session: at.session, collection: at.collection, reason })
-                            }
-                        };
-                        send(reply).await;
-                    }
-                    None => {}
+        };
+        match done {
+            Done::Reply(reply) => {
+                if ended.is_none() && !send(reply).await {
+                    ended = Some(SessionEnd::Dropped("outbound stream closed".into()));
                 }
             }
+            Done::Exited(report) => *exit = Exit::Exited(report),
+        }
+        if let Some(end) = ended {
+            return Ok(end);
         }
     };
     if let Some(FinalReport { at, result }) = final_message {
@@ -460,6 +465,108 @@ async fn session(
         tracing::warn!("the coordinator did not close the stream after the final report");
     }
     Ok(SessionEnd::Finished)
+}
+
+/// What the backend is asked to do, one thing at a time.
+#[derive(Debug)]
+enum Job {
+    Start(CollectionRef),
+    Stop(CollectionRef),
+    /// The target ended (how).
+    TargetExited(String),
+}
+
+/// A job's result: the answer for the coordinator, or the final report of an exit.
+enum Done {
+    Reply(Out),
+    Exited(Option<FinalReport>),
+}
+
+/// What a message from the coordinator means for the session loop.
+enum Incoming {
+    Job(Job),
+    Nothing,
+    End(SessionEnd),
+}
+
+/// Reads one message from the stream; `Registered` sets the heartbeat interval.
+fn read(
+    message: Option<Result<CoordinatorMessage, tonic::Status>>,
+    heartbeat: &mut tokio::time::Interval,
+    events: &mpsc::UnboundedSender<Event>,
+) -> Incoming {
+    let message = match message {
+        None => return Incoming::End(SessionEnd::Dropped("coordinator closed the stream".into())),
+        Some(Err(status)) => return Incoming::End(SessionEnd::Dropped(status.message().to_string())),
+        Some(Ok(m)) => m,
+    };
+    match message.msg {
+        Some(In::Registered(r)) => {
+            let every = Duration::from_millis(u64::from(r.heartbeat_interval_ms.max(100)));
+            *heartbeat = tokio::time::interval(every);
+            let _ = events.send(Event::Registered {
+                key: r.agent_key,
+                reconnected: r.reconnected,
+            });
+            Incoming::Nothing
+        }
+        Some(In::Refused(r)) => Incoming::End(SessionEnd::Refused(r.reason)),
+        Some(In::Start(s)) => Incoming::Job(Job::Start(CollectionRef {
+            session: s.session,
+            collection: s.collection,
+        })),
+        Some(In::Stop(s)) => Incoming::Job(Job::Stop(CollectionRef {
+            session: s.session,
+            collection: s.collection,
+        })),
+        None => Incoming::Nothing,
+    }
+}
+
+/// Runs one job on the backend and records its event.
+async fn perform(
+    backend: &mut dyn Backend,
+    job: Job,
+    events: &mpsc::UnboundedSender<Event>,
+) -> Done {
+    let failed = |at: CollectionRef, reason: String| {
+        let _ = events.send(Event::Failed {
+            at: at.clone(),
+            reason: reason.clone(),
+        });
+        Out::Failed(Failed {
+            session: at.session,
+            collection: at.collection,
+            reason,
+        })
+    };
+    match job {
+        Job::Start(at) => Done::Reply(match backend.start(&at).await {
+            Ok(()) => {
+                let _ = events.send(Event::Started(at.clone()));
+                Out::Ack(Ack {
+                    session: at.session,
+                    collection: at.collection,
+                })
+            }
+            Err(reason) => failed(at, reason),
+        }),
+        Job::Stop(at) => Done::Reply(match backend.stop(&at).await {
+            Ok(keys) => {
+                let _ = events.send(Event::Stopped {
+                    at: at.clone(),
+                    keys: keys.clone(),
+                });
+                Out::Uploaded(Uploaded {
+                    session: at.session,
+                    collection: at.collection,
+                    keys,
+                })
+            }
+            Err(reason) => failed(at, reason),
+        }),
+        Job::TargetExited(how) => Done::Exited(backend.target_exited(&how).await),
+    }
 }
 
 #[cfg(test)]
