@@ -309,7 +309,13 @@ fn an_upload_slower_than_the_heartbeat_timeout_keeps_the_agent_and_its_report() 
     std::thread::sleep(heartbeat_timeout * 3);
     let s = coordinator.get(&format!("/v1/sessions/{session}"));
     let outcome = &s["collections"][0]["agents"];
-    let outcome = outcome.as_object().unwrap().values().next().unwrap().clone();
+    let outcome = outcome
+        .as_object()
+        .unwrap()
+        .values()
+        .next()
+        .unwrap()
+        .clone();
     assert_eq!(
         outcome["state"],
         "stopSent",

@@ -497,7 +497,9 @@ fn read(
 ) -> Incoming {
     let message = match message {
         None => return Incoming::End(SessionEnd::Dropped("coordinator closed the stream".into())),
-        Some(Err(status)) => return Incoming::End(SessionEnd::Dropped(status.message().to_string())),
+        Some(Err(status)) => {
+            return Incoming::End(SessionEnd::Dropped(status.message().to_string()))
+        }
         Some(Ok(m)) => m,
     };
     match message.msg {
