@@ -74,6 +74,38 @@ pub struct DemoOutcome {
     pub transcript: Vec<(String, String)>,
 }
 
+impl DemoPaths {
+    /// The built binaries and Wasm artifacts, Envoy, no sample program.
+    pub fn for_tests() -> Self {
+        Self {
+            bin_dir: crate::bin("nsight-controlplane")
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_default(),
+            wasm_dir: crate::required_path("NSIGHT_WASM_DIR", "cargo xtask build-wasm"),
+            envoy_bin: crate::envoy_bin(),
+            python: crate::agent::python(),
+            sample: PathBuf::new(),
+            nsys: None,
+        }
+    }
+}
+
+impl DemoOptions {
+    /// Free ports, plain HTTP, state and outputs below `root`.
+    pub fn for_tests(root: &Path) -> Self {
+        Self {
+            state_dir: root.join("state"),
+            gateway_port: crate::free_port(),
+            storage_port: crate::free_port(),
+            internal_ports_from: crate::free_port_range(7),
+            collect_for: Duration::from_secs(1),
+            out_dir: root.join("out"),
+            tls: false,
+        }
+    }
+}
+
 /// The running local platform; stopped with SIGTERM (so it stops its children) when dropped.
 #[derive(Debug)]
 pub struct LocalPlatform {
@@ -90,27 +122,19 @@ impl LocalPlatform {
     /// no sample program, free ports, plain HTTP, its state and outputs below `root`. Returns it
     /// and the options it was started with.
     pub fn start_for_tests(root: &Path) -> Result<(Self, DemoOptions), String> {
-        let paths = DemoPaths {
-            bin_dir: crate::bin("nsight-controlplane")
-                .parent()
-                .map(Path::to_path_buf)
-                .unwrap_or_default(),
-            wasm_dir: crate::required_path("NSIGHT_WASM_DIR", "cargo xtask build-wasm"),
-            envoy_bin: crate::envoy_bin(),
-            python: crate::agent::python(),
-            sample: PathBuf::new(),
-            nsys: None,
-        };
-        let options = DemoOptions {
-            state_dir: root.join("state"),
-            gateway_port: crate::free_port(),
-            storage_port: crate::free_port(),
-            internal_ports_from: crate::free_port_range(7),
-            collect_for: Duration::from_secs(1),
-            out_dir: root.join("out"),
-            tls: false,
-        };
-        Ok((Self::start(&paths, &options)?, options))
+        let options = DemoOptions::for_tests(root);
+        Ok((Self::start(&DemoPaths::for_tests(), &options)?, options))
+    }
+
+    /// The controlplane's pid.
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
+    /// SIGKILL to the controlplane alone, not its process group: what its servers do then is
+    /// up to them (they should die with it).
+    pub fn kill9(&mut self) {
+        self.process.kill();
     }
 
     /// Starts `nsight-controlplane local` and waits until its gateway answers.

@@ -324,7 +324,9 @@ fn spawn_envoy(config: &EnvoyConfig, bootstrap: &Path) -> std::io::Result<tokio:
         .append(true)
         .open(config.log_path())?;
     let err = log.try_clone()?;
-    Command::new(&config.envoy_bin)
+    let mut command = Command::new(&config.envoy_bin);
+    die_with_parent(&mut command);
+    command
         .arg("-c")
         .arg(bootstrap)
         .args(["--disable-hot-restart", "--log-level", &config.log_level])
@@ -333,4 +335,28 @@ fn spawn_envoy(config: &EnvoyConfig, bootstrap: &Path) -> std::io::Result<tokio:
         .stderr(err)
         .kill_on_drop(true)
         .spawn()
+}
+
+/// Makes the child get SIGTERM when this process dies, however it dies (SIGKILL included), so a
+/// killed parent never leaves its children serving. Linux delivers it when the thread that
+/// spawned the child exits: spawn from a thread that lives as long as the process (the main
+/// thread or a runtime worker, not a blocking-pool thread).
+#[allow(
+    unsafe_code,
+    reason = "pre_exec runs between fork and exec; prctl(PR_SET_PDEATHSIG) is async-signal-safe"
+)]
+pub fn die_with_parent(command: &mut Command) {
+    let parent = rustix::process::getpid();
+    // SAFETY: the closure only makes two system calls, both async-signal-safe, and allocates
+    // nothing.
+    unsafe {
+        command.pre_exec(move || {
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::TERM))?;
+            // The parent may have died between fork and prctl: then nothing would be delivered.
+            if rustix::process::getppid() != Some(parent) {
+                return Err(std::io::Error::other("the parent exited while starting"));
+            }
+            Ok(())
+        });
+    }
 }

@@ -17,9 +17,11 @@
 //! | [`ui_server`] | serving the built UI (a single-page app) |
 //! | [`status`] | the control plane's status endpoint (xDS ACK/NACK per node, metrics) |
 //! | [`platform`] | starting, watching and stopping the parts |
+//! | [`survivors`] | one platform per state directory; stopping what an earlier one left running |
 
 pub mod plan;
 pub mod platform;
 pub mod secrets;
 pub mod status;
+pub mod survivors;
 pub mod ui_server;

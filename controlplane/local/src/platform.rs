@@ -14,13 +14,13 @@ use anyhow::{bail, Context, Result};
 use nsight_gateway::{
     bootstrap::{AdminAddress, Bootstrap},
     server::{XdsHandle, XdsServer},
-    supervisor::{EnvoyConfig, EnvoyHandle, EnvoySupervisor},
+    supervisor::{die_with_parent, EnvoyConfig, EnvoyHandle, EnvoySupervisor},
 };
 use tokio::process::{Child, Command};
 
 use crate::{
     plan::{ChildSpec, Plan, Settings, TlsFiles, GATEWAY_NODE},
-    secrets, ui_server,
+    secrets, survivors, ui_server,
 };
 
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -33,6 +33,7 @@ pub struct Running {
     children: Vec<(&'static str, PathBuf, Child)>,
     envoy: Option<EnvoyHandle>,
     xds: Option<XdsHandle>,
+    _lock: survivors::StateLock,
 }
 
 /// Checks what must exist before anything starts, with the command that provides it.
@@ -102,7 +103,9 @@ async fn spawn(spec: &ChildSpec) -> Result<Child> {
         .append(true)
         .open(&spec.log)
         .with_context(|| format!("opening {}", spec.log.display()))?;
-    let child = Command::new(&spec.program)
+    let mut command = Command::new(&spec.program);
+    die_with_parent(&mut command);
+    let child = command
         .args(&spec.args)
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
@@ -138,6 +141,8 @@ fn read_tls(files: &TlsFiles) -> Result<(String, String)> {
 pub async fn start(settings: &Settings) -> Result<Running> {
     let plan = Plan::new(settings);
     preflight(settings, &plan)?;
+    let lock = survivors::lock(&settings.state_dir)?;
+    stop_survivors(settings, &plan)?;
     std::fs::create_dir_all(&plan.logs_dir)
         .with_context(|| format!("creating {}", plan.logs_dir.display()))?;
     let api_key = secrets::load_or_create(&plan.api_key_file)?;
@@ -147,6 +152,7 @@ pub async fn start(settings: &Settings) -> Result<Running> {
         children: Vec::new(),
         envoy: None,
         xds: None,
+        _lock: lock,
     };
 
     for spec in &plan.children {
@@ -238,6 +244,28 @@ pub async fn start(settings: &Settings) -> Result<Running> {
     let description = serde_json::to_vec_pretty(&plan)?;
     std::fs::write(settings.state_dir.join("local.json"), description)?;
     Ok(running)
+}
+
+/// Stops what an earlier platform on this state directory left running (its coordinator would
+/// hold the ports and the database lock), naming each in the log.
+fn stop_survivors(settings: &Settings, plan: &Plan) -> Result<()> {
+    let programs: Vec<&str> = plan
+        .children
+        .iter()
+        .map(|c| c.program.as_path())
+        .chain([settings.envoy_bin.as_path()])
+        .filter_map(|p| p.file_name()?.to_str())
+        .collect();
+    let found = survivors::find(&settings.state_dir, &programs);
+    if found.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<String> = found.iter().map(ToString::to_string).collect();
+    tracing::warn!(
+        survivors = %names.join(", "),
+        "an earlier platform on this state directory left these running; stopping them"
+    );
+    survivors::stop(&found, Duration::from_secs(5))
 }
 
 /// Envoy's admin interface: the socket `socket` (Envoy makes it 0600) in `work_dir`, which is
