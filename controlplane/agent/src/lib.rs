@@ -13,11 +13,13 @@
 //! injected processes; [`report`] writes the SQLite export (pure over a connection, the `nsight-report` crate);
 //! [`publish`] names and uploads reports; [`nsys`] is the nsys backend's command lines and state
 //! machine, [`nsys_run`] runs them, [`started`] tells whether nsys ever started the program;
-//! [`preflight`] the diagnostics sent at registration.
+//! [`preflight`] the diagnostics sent at registration; [`leftovers`] cleans up after agents that
+//! were killed.
 
 pub mod capture;
 pub mod channel;
 pub mod init;
+pub mod leftovers;
 pub mod nsys;
 pub mod nsys_run;
 pub mod nvtx;

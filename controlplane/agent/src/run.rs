@@ -172,7 +172,8 @@ pub async fn run(options: RunOptions, publisher: Publisher) -> anyhow::Result<i3
     if options.argv.is_empty() {
         anyhow::bail!("nothing to run: give the program after `--`");
     }
-    std::fs::create_dir_all(&options.work_dir)?;
+    // Reports and the control socket live here: for this user only.
+    nsight_storage::private::state_dir(&options.work_dir)?;
     match &options.backend {
         BackendKind::Nvtx(injection) => {
             let injection = injection.clone();

@@ -19,6 +19,7 @@ pub mod key;
 pub mod layout;
 pub mod local;
 pub mod object_server;
+pub mod private;
 pub mod resume;
 pub mod s3;
 mod s3_error;

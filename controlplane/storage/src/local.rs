@@ -79,7 +79,8 @@ impl LocalStore {
                 source,
             }),
         };
-        std::fs::create_dir_all(root.join(RESERVED_STAGING_DIR)).map_err(|e| open_err(root, e))?;
+        crate::private::create_dir_all(&root.join(RESERVED_STAGING_DIR))
+            .map_err(|e| open_err(root, e))?;
         let root = root.canonicalize().map_err(|e| open_err(root, e))?;
         let staging = root.join(RESERVED_STAGING_DIR);
         if let Ok(entries) = std::fs::read_dir(&staging) {
@@ -136,7 +137,7 @@ impl LocalStore {
             .join(RESERVED_STAGING_DIR)
             .join(format!("{}.part", uuid::Uuid::new_v4()));
         let written = async {
-            let mut file = tokio::fs::File::create(&tmp)
+            let mut file = crate::private::create_file(&tmp)
                 .await
                 .map_err(|e| put_cause(key, &tmp, e))?;
             let mut hasher = Sha256::new();
@@ -175,7 +176,7 @@ impl LocalStore {
             }
             drop(file);
             let parent = dest.parent().unwrap_or(&self.root);
-            tokio::fs::create_dir_all(parent)
+            crate::private::create_dir_all_async(parent)
                 .await
                 .map_err(|e| put_cause(key, parent, e))?;
             tokio::fs::rename(&tmp, &dest)

@@ -57,7 +57,7 @@ pub(crate) enum OpenError {
 
 impl Spool {
     pub fn open(dir: &Path) -> Result<Self, OpenError> {
-        std::fs::create_dir_all(dir).map_err(OpenError::Io)?;
+        crate::private::create_dir_all(dir).map_err(OpenError::Io)?;
         let lock = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
@@ -174,7 +174,7 @@ impl Spool {
 async fn write_synced(path: &Path, bytes: &[u8]) -> io::Result<()> {
     use tokio::io::AsyncWriteExt as _;
     let tmp = path.with_extension("json.tmp");
-    let mut f = tokio::fs::File::create(&tmp).await?;
+    let mut f = crate::private::create_file(&tmp).await?;
     f.write_all(bytes).await?;
     f.sync_all().await?;
     tokio::fs::rename(&tmp, path).await

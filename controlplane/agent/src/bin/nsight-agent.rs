@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use nsight_agent::{
     capture::{self, Capture, Injection},
     channel::{self, AgentConfig, TlsSource},
+    leftovers,
     nsys::{split_tool_args, NsysCommands},
     nsys_run,
     preflight::{self, Facts},
@@ -250,10 +251,14 @@ async fn run_command(args: RunArgs) -> anyhow::Result<i32> {
         ),
         _ => None,
     };
-    let work_dir = args.work_dir.clone().unwrap_or_else(|| {
-        std::env::temp_dir().join(format!("nsight-agent-{}", std::process::id()))
-    });
+    let work_dir = args
+        .work_dir
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join(leftovers::work_dir_name(std::process::id())));
     let (store, config_spool) = store(&args)?;
+    if args.work_dir.is_none() {
+        clean_leftovers(store.clone());
+    }
     let spool = args
         .spool_dir
         .clone()
@@ -353,6 +358,30 @@ async fn run_command(args: RunArgs) -> anyhow::Result<i32> {
         let _ = std::fs::remove_dir_all(&work_dir);
     }
     code
+}
+
+/// In the background: uploads what agents killed earlier left spooled in their default work
+/// directories, and removes those (the target does not wait for it).
+fn clean_leftovers(store: Store) {
+    let Some(uid) = leftovers::own_uid() else {
+        return;
+    };
+    tokio::spawn(async move {
+        for outcome in leftovers::clean(&std::env::temp_dir(), uid, &store).await {
+            match outcome {
+                leftovers::Outcome::Removed { pid, uploaded } => tracing::info!(
+                    pid,
+                    ?uploaded,
+                    "removed the work directory of an agent that was killed"
+                ),
+                leftovers::Outcome::Kept { pid, reason } => tracing::warn!(
+                    pid,
+                    reason,
+                    "kept the work directory of an agent that was killed"
+                ),
+            }
+        }
+    });
 }
 
 #[tokio::main]

@@ -66,7 +66,7 @@ fn store(args: &Args) -> anyhow::Result<Store> {
             Ok(Store::from_config(&loaded.config)?)
         }
         (None, Some(dir)) => {
-            std::fs::create_dir_all(dir)?;
+            nsight_storage::private::create_dir_all(dir)?;
             Ok(Store::Local(LocalStore::open(dir)?))
         }
         (None, None) => anyhow::bail!(

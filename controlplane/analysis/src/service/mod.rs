@@ -99,8 +99,10 @@ pub async fn serve(config: ServiceConfig) -> Result<Running, ServeError> {
     for w in &warnings {
         tracing::warn!(warning = %w, "recipe left out");
     }
+    // Job inputs, outputs and saved indexes are user data: 0700 (docs/security.md).
     let mkdir = |dir: &PathBuf| {
-        std::fs::create_dir_all(dir).map_err(|e| ServeError::Dir(dir.display().to_string(), e))
+        nsight_storage::private::state_dir(dir)
+            .map_err(|e| ServeError::Dir(dir.display().to_string(), e))
     };
     let (records, work_dir) = match &config.state_dir {
         Some(dir) => {

@@ -90,7 +90,7 @@ async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
 pub async fn serve(config: ServerConfig) -> Result<Running, ServeError> {
     let store: Box<dyn store::StateStore> = match &config.state_dir {
         Some(dir) => {
-            std::fs::create_dir_all(dir)
+            nsight_storage::private::state_dir(dir)
                 .map_err(|e| ServeError::StateDir(dir.display().to_string(), e))?;
             Box::new(store::RedbStore::open(&dir.join("coordinator.redb"))?)
         }

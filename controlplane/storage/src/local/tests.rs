@@ -216,3 +216,28 @@ async fn empty_objects_work() {
         b""
     );
 }
+
+/// Reports are user data: the object 0600, the directories the store makes 0700, whatever the
+/// umask (issue 22, item 10: they were 0644 and 0755).
+#[tokio::test]
+async fn stored_reports_are_for_their_owner_only() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = Dir::new("modes");
+    let root = dir.0.join("reports");
+    let store = LocalStore::open(&root).unwrap();
+    store
+        .put_bytes("default/s1/1/app.sqlite", b"report")
+        .await
+        .unwrap();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&root.join("default/s1/1/app.sqlite")), 0o600);
+    for d in [
+        "",
+        "default",
+        "default/s1",
+        "default/s1/1",
+        RESERVED_STAGING_DIR,
+    ] {
+        assert_eq!(mode(&root.join(d)), 0o700, "{d:?}");
+    }
+}
