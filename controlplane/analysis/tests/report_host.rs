@@ -150,6 +150,12 @@ fn write_statements_from_a_recipe_are_refused() {
         ("PRAGMA main.query_only = OFF", "not read-only"),
         ("PRAGMA writable_schema = 1", "not read-only"),
         ("SELECT 1; DELETE FROM StringIds", "only one statement"),
+        // Where the service keeps its files is not the user's business (issue 22, item 9).
+        ("PRAGMA database_list", "file paths"),
+        ("PRAGMA main.database_list", "file paths"),
+        ("SELECT file FROM pragma_database_list", "file paths"),
+        ("SELECT * FROM PRAGMA_DATABASE_LIST()", "file paths"),
+        ("PRAGMA temp_store_directory", "file paths"),
     ] {
         let err = match host.run(&sql, &path, &args(&[("query", statement)])) {
             Ok(out) => panic!("{statement} was allowed: {out:?}"),

@@ -209,11 +209,29 @@ const READING_PRAGMAS: &[&str] = &[
     "foreign_key_list",
 ];
 
+/// PRAGMAs that answer with the server's file paths (where the service keeps reports), as a
+/// statement or as a table (`SELECT * FROM pragma_database_list`).
+const PATH_PRAGMAS: &[&str] = &[
+    "database_list",
+    "temp_store_directory",
+    "data_store_directory",
+];
+
+/// Whether `name` (any case) is one of [`PATH_PRAGMAS`], as a PRAGMA or its `pragma_` table.
+fn reveals_paths(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    let name = name.strip_prefix("pragma_").unwrap_or(&name);
+    PATH_PRAGMAS.contains(&name)
+}
+
 /// Refuses, when a statement is prepared, what `sqlite3_stmt_readonly` lets through but a
-/// recipe must not do: attach or detach databases, and set PRAGMAs (`PRAGMA query_only = 0`).
+/// recipe must not do: attach or detach databases, set PRAGMAs (`PRAGMA query_only = 0`), and
+/// read the server's file paths (`PRAGMA database_list`).
 fn authorize(ctx: AuthContext<'_>) -> Authorization {
     match ctx.action {
         AuthAction::Attach { .. } | AuthAction::Detach { .. } => Authorization::Deny,
+        AuthAction::Pragma { pragma_name, .. } if reveals_paths(pragma_name) => Authorization::Deny,
+        AuthAction::Read { table_name, .. } if reveals_paths(table_name) => Authorization::Deny,
         AuthAction::Pragma {
             pragma_name,
             pragma_value: Some(_),
@@ -228,8 +246,8 @@ fn authorize(ctx: AuthContext<'_>) -> Authorization {
 pub(crate) fn prepare_error(e: rusqlite::Error, limits: &QueryLimits, stopped: bool) -> QueryError {
     match e.sqlite_error_code() {
         Some(ErrorCode::AuthorizationForStatementDenied) => QueryError::NotReadOnly(
-            "a recipe may not ATTACH or DETACH databases or set PRAGMAs; it reads only its \
-             own report"
+            "a recipe may not ATTACH or DETACH databases, set PRAGMAs or read the server's \
+             file paths; it reads only its own report"
                 .into(),
         ),
         Some(ErrorCode::OperationInterrupted) => interrupted(limits, stopped),

@@ -95,7 +95,9 @@ async fn object(
     if let Err(e) = verdict {
         let status = match e {
             SignatureError::Unsigned => StatusCode::UNAUTHORIZED,
-            SignatureError::Expired | SignatureError::BadSignature => StatusCode::FORBIDDEN,
+            SignatureError::Expired | SignatureError::BadSignature | SignatureError::TooLong => {
+                StatusCode::FORBIDDEN
+            }
         };
         return problem(status, &e.to_string());
     }
@@ -103,6 +105,9 @@ async fn object(
         Ok(info) => info,
         Err(e) if matches!(e.cause(), Cause::NotFound) => {
             return problem(StatusCode::NOT_FOUND, &format!("no object `{key}`"))
+        }
+        Err(e) if matches!(e.cause(), Cause::InvalidKey { .. }) => {
+            return problem(StatusCode::BAD_REQUEST, &e.cause().to_string())
         }
         Err(e) => {
             tracing::warn!(error = %e.chain(), "object server: head");

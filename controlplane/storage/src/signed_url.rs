@@ -41,6 +41,11 @@ pub enum SignatureError {
     Expired,
     #[error("the URL's signature does not match: it was altered or signed by another coordinator")]
     BadSignature,
+    #[error(
+        "the URL is valid for longer than the 7-day maximum: ask the coordinator for a new \
+         download URL"
+    )]
+    TooLong,
 }
 
 impl UrlSigner {
@@ -86,6 +91,11 @@ impl UrlSigner {
         }
         if unix_secs(now) > expires {
             return Err(SignatureError::Expired);
+        }
+        // However it was signed (an older coordinator, a clock set back), no URL outlives the
+        // documented cap.
+        if expires > unix_secs(now).saturating_add(MAX_LIFETIME.as_secs()) {
+            return Err(SignatureError::TooLong);
         }
         Ok(())
     }
@@ -212,6 +222,22 @@ mod tests {
         let now = UNIX_EPOCH;
         let (_, expires, _) = parts(&signer().sign("k", Duration::from_secs(u64::MAX / 2), now));
         assert_eq!(expires, MAX_LIFETIME.as_secs().to_string());
+    }
+
+    /// A URL correctly signed for longer than the cap (by an older coordinator, or with the
+    /// clock set back) is refused; one at the cap is served (issue 22, item 9).
+    #[test]
+    fn a_url_valid_beyond_the_cap_is_refused_however_it_was_signed() {
+        let s = signer();
+        let now = UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let too_far = 1_000_000 + MAX_LIFETIME.as_secs() + 1;
+        let signature = s.signature("k", too_far);
+        assert_eq!(
+            s.verify("k", Some(&too_far.to_string()), Some(&signature), now),
+            Err(SignatureError::TooLong)
+        );
+        let (_, expires, signature) = parts(&s.sign("k", MAX_LIFETIME, now));
+        assert_eq!(s.verify("k", Some(&expires), Some(&signature), now), Ok(()));
     }
 
     #[test]

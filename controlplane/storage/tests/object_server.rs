@@ -1,5 +1,6 @@
 //! The signed-URL object server over a real local directory store, fetched with a plain HTTP
-//! client: whole and ranged GETs, HEAD, and refusals for unsigned, altered and expired URLs.
+//! client: whole and ranged GETs, HEAD, and refusals for unsigned, altered and expired URLs and
+//! for keys the store refuses.
 
 #![allow(clippy::unwrap_used, reason = "tests fail loudly on unexpected errors")]
 
@@ -103,6 +104,18 @@ async fn unsigned_altered_and_missing_are_refused_with_reasons() {
     let late = blocking_get(addr, path_of(&expired), vec![]).await;
     assert_eq!(late.status, 403);
     assert!(late.body.contains("expired"), "{}", late.body);
+
+    // Signed with the server's own secret, but for a key the store refuses: the client's
+    // mistake (400 with the reason), not an outage (it was 503 "storage is not answering").
+    let signer = UrlSigner::new(&format!("http://{addr}"), [3; 32]);
+    let staging = signer.sign(
+        ".nsight-staging/x.part",
+        Duration::from_secs(60),
+        std::time::SystemTime::now(),
+    );
+    let refused = blocking_get(addr, path_of(&staging), vec![]).await;
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    assert!(refused.body.contains("staging"), "{}", refused.body);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -21,7 +21,9 @@ use std::{
     sync::Arc,
 };
 
-use nsight_storage::{download::download_to_file, layout::ReportKey, ReportStore, StorageError};
+use nsight_storage::{
+    download::download_to_file, layout::ReportKey, ReportStore, StorageError, Store,
+};
 use uuid::Uuid;
 
 use super::{
@@ -117,7 +119,7 @@ pub async fn run(svc: Service, id: Uuid) {
             r.job.cancelled(now)
         }
         Err(e) => {
-            let reason = e.to_string();
+            let reason = without_server_paths(&e.to_string(), &server_paths(&svc));
             r.log(now, "error", format!("failed: {reason}"));
             r.job.fail(reason, now)
         }
@@ -125,6 +127,44 @@ pub async fn run(svc: Service, id: Uuid) {
     if let Err(e) = outcome {
         tracing::error!(job = %id, error = %e, "cannot record the job's outcome");
     }
+}
+
+/// The service's own directories, each with the name users see instead: the job work
+/// directories and the local store's root.
+fn server_paths(svc: &Service) -> Vec<(PathBuf, &'static str)> {
+    let mut paths = vec![(svc.0.work_dir.clone(), "<job work dir>")];
+    if let Store::Local(local) = &svc.0.store {
+        paths.push((local.root().to_path_buf(), "<report storage>"));
+    }
+    paths
+}
+
+/// `text` with every spelling (as given and resolved) of each of `paths` replaced by its name:
+/// a failure reason says what went wrong, not where the service keeps its files.
+fn without_server_paths(text: &str, paths: &[(PathBuf, &str)]) -> String {
+    let mut spellings: Vec<(String, &str)> = paths
+        .iter()
+        .flat_map(|(path, name)| {
+            let real = path.canonicalize().ok();
+            [Some(path.clone()), real]
+                .into_iter()
+                .flatten()
+                .map(move |p| {
+                    (
+                        p.display().to_string().trim_end_matches('/').to_owned(),
+                        *name,
+                    )
+                })
+        })
+        .filter(|(p, _)| p.len() > 1)
+        .collect();
+    // Longest first, so that a directory inside another is named as itself.
+    spellings.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
+    spellings
+        .iter()
+        .fold(text.to_owned(), |text, (path, name)| {
+            text.replace(path.as_str(), name)
+        })
 }
 
 fn check(cancel: &CancelHandle) -> Result<(), RunError> {
@@ -447,4 +487,27 @@ async fn upload(
         files,
         notes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::without_server_paths;
+
+    #[test]
+    fn failure_reasons_name_the_services_directories_instead_of_showing_them() {
+        let paths = vec![
+            (PathBuf::from("/srv/state/work/"), "<job work dir>"),
+            (PathBuf::from("/srv/state/reports"), "<report storage>"),
+        ];
+        let reason = "report t/s/1/a.sqlite: cannot open /srv/state/work/5f/a.sqlite: file is \
+                      not a database; file system operation on /srv/state/reports/t/s/1/a.sqlite";
+        assert_eq!(
+            without_server_paths(reason, &paths),
+            "report t/s/1/a.sqlite: cannot open <job work dir>/5f/a.sqlite: file is not a \
+             database; file system operation on <report storage>/t/s/1/a.sqlite"
+        );
+        assert_eq!(without_server_paths("no path here", &paths), "no path here");
+    }
 }
