@@ -314,6 +314,30 @@ fn schema_listing() {
     assert!(db.columns("NVTX_EVENTS").unwrap().is_empty());
 }
 
+/// A query that makes a huge value fails with the limit named instead of costing the service
+/// gigabytes (issue 22, item 6: `randomblob` took it from 1.1 GB to 6 GB).
+#[test]
+fn a_huge_value_fails_with_the_limit_named() {
+    let db = ReportDb::open(&mock(), QueryLimits::default()).unwrap();
+    for sql in [
+        "SELECT randomblob(3000000000)",
+        "SELECT length(zeroblob(100000000))",
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 10000000) \
+         SELECT length(group_concat(x)) FROM c",
+    ] {
+        let failed = db
+            .query(sql, Vec::new())
+            .and_then(|mut cursor| cursor.next_batch(10).map(|_| ()));
+        let err = failed.expect_err(sql).to_string();
+        assert!(err.contains("32 MiB a query may make"), "{sql}: {err}");
+    }
+    // Values under the limit are fine.
+    let mut cursor = db
+        .query("SELECT length(zeroblob(1000000))", Vec::new())
+        .unwrap();
+    assert!(cursor.next_batch(10).unwrap().is_some());
+}
+
 #[test]
 fn each_connection_has_the_configured_page_cache() {
     let db = ReportDb::open(

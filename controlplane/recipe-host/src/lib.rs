@@ -38,5 +38,6 @@ pub use recipe_host::{
     RecipeHost, RecipeHostError, RecipeInfo, RecipeKind, RecipeOutput, Table, Value,
 };
 pub use report::{
-    ColumnBatch, ColumnBuf, Cursor, QueryError, QueryLimits, ReportDb, ReportError, StopFlag,
+    limit_sqlite_heap, sqlite_heap_limit, ColumnBatch, ColumnBuf, Cursor, QueryError, QueryLimits,
+    ReportDb, ReportError, StopFlag,
 };

@@ -53,6 +53,9 @@ pub struct QueryLimits {
     /// (2,000 KiB per connection, and every cursor has its own) mostly held pages that were
     /// not read again; interior B-tree pages fit many times over.
     pub page_cache_kib: u32,
+    /// Largest text or blob (or row) a query may make, in bytes (`SQLITE_LIMIT_LENGTH`): a
+    /// report's values are small, and `randomblob(6e9)` must not cost the service 6 GB.
+    pub value_bytes: u32,
 }
 
 impl Default for QueryLimits {
@@ -63,6 +66,7 @@ impl Default for QueryLimits {
             batch_rows: 16_384,
             batch_bytes: 16 << 20,
             page_cache_kib: 256,
+            value_bytes: 32 << 20,
         }
     }
 }
@@ -177,6 +181,11 @@ pub(crate) fn open_guarded(
         .map_err(|e| not_a_database_or(e, ReportError::Guard))?;
     conn.set_limit(Limit::SQLITE_LIMIT_ATTACHED, 0)
         .map_err(ReportError::Guard)?;
+    conn.set_limit(
+        Limit::SQLITE_LIMIT_LENGTH,
+        i32::try_from(limits.value_bytes).unwrap_or(i32::MAX),
+    )
+    .map_err(ReportError::Guard)?;
     conn.authorizer(Some(authorize))
         .map_err(ReportError::Guard)?;
     let d = Arc::clone(deadline);
@@ -265,8 +274,44 @@ pub(crate) fn step_error(e: rusqlite::Error, limits: &QueryLimits, stopped: bool
     match e.sqlite_error_code() {
         Some(ErrorCode::OperationInterrupted) => interrupted(limits, stopped),
         Some(ErrorCode::ReadOnly) => QueryError::NotReadOnly(e.to_string()),
+        Some(ErrorCode::TooBig) => QueryError::Failed(format!(
+            "a value would be larger than the {} MiB a query may make ({e})",
+            limits.value_bytes >> 20
+        )),
+        Some(ErrorCode::OutOfMemory) => QueryError::Failed(format!(
+            "SQLite reached the service's memory limit for queries ({}); narrow the query \
+             (fewer rows or columns, no huge sorts)",
+            sqlite_heap_limit().map_or("none set".to_owned(), |b| format!("{} MiB", b >> 20))
+        )),
         _ => QueryError::Failed(e.to_string()),
     }
+}
+
+/// Bounds the memory SQLite may hold in this process, every connection together
+/// (`sqlite3_hard_heap_limit64`): past it, allocations fail and the query fails with the limit
+/// named, instead of the service growing until the machine kills it. Set once at start.
+#[allow(
+    unsafe_code,
+    reason = "rusqlite has no wrapper for sqlite3_hard_heap_limit64; the call takes and returns \
+              plain integers and is thread-safe"
+)]
+pub fn limit_sqlite_heap(bytes: u64) {
+    let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
+    // SAFETY: a plain integer argument; SQLite serialises the change itself.
+    unsafe {
+        rusqlite::ffi::sqlite3_hard_heap_limit64(bytes);
+    }
+}
+
+/// The limit [`limit_sqlite_heap`] set, if any.
+#[allow(
+    unsafe_code,
+    reason = "a negative argument only reads the limit (sqlite3_hard_heap_limit64)"
+)]
+pub fn sqlite_heap_limit() -> Option<u64> {
+    // SAFETY: a negative argument leaves the limit unchanged and returns it.
+    let bytes = unsafe { rusqlite::ffi::sqlite3_hard_heap_limit64(-1) };
+    u64::try_from(bytes).ok().filter(|&b| b > 0)
 }
 
 fn interrupted(limits: &QueryLimits, stopped: bool) -> QueryError {
@@ -374,5 +419,17 @@ impl ReportDb {
             self.deadline.stop.clone(),
             Arc::clone(&self.cursors),
         )
+    }
+}
+
+#[cfg(test)]
+mod heap_limit_tests {
+    /// The service sets the limit at start (`--sqlite-memory-mib`); it is what SQLite then
+    /// enforces and what the out-of-memory message names. 4 GiB: harmless to other tests in
+    /// this process.
+    #[test]
+    fn the_heap_limit_is_set_and_read_back() {
+        super::limit_sqlite_heap(4 << 30);
+        assert_eq!(super::sqlite_heap_limit(), Some(4 << 30));
     }
 }

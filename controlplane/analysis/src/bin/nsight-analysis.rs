@@ -51,6 +51,11 @@ struct Args {
     /// Longest single call into SQLite (a prepare or one batch) before it is interrupted.
     #[arg(long, default_value_t = 60)]
     query_timeout_secs: u64,
+    /// Memory SQLite may hold for all queries together, in MiB (the `sql` recipe's queries run
+    /// in this process, outside the recipes' own memory limit); a query past it fails with the
+    /// limit named.
+    #[arg(long, default_value_t = 1024)]
+    sqlite_memory_mib: u64,
     /// Print the REST API's OpenAPI document and exit.
     #[arg(long)]
     print_openapi: bool,
@@ -94,6 +99,7 @@ async fn main() -> anyhow::Result<()> {
     let Some(recipes_dir) = args.recipes_dir.clone() else {
         anyhow::bail!("pass --recipes-dir DIR (the compiled recipes, *.wasm)");
     };
+    nsight_recipe_host::limit_sqlite_heap(args.sqlite_memory_mib.saturating_mul(1 << 20));
     let limits = Limits {
         fuel: args.fuel,
         memory_bytes: args.memory_mib.saturating_mul(1 << 20),
