@@ -60,6 +60,62 @@ pub enum ApiError {
         #[source]
         source: serde_json::Error,
     },
+    #[error(
+        "the answer from {url} is larger than the {} MiB this command accepts; it was not read \
+         (is the gateway URL right?)",
+        .limit >> 20
+    )]
+    TooLarge { url: String, limit: u64 },
+    #[error("cannot read the answer from {url}")]
+    Read {
+        url: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The largest API answer (JSON) the CLI reads; a listing of 10,000 sessions is a few MiB.
+pub const MAX_ANSWER_BYTES: u64 = 64 << 20;
+/// The largest error body kept for the message.
+const MAX_ERROR_BYTES: u64 = 64 << 10;
+
+/// Reads at most `limit` bytes of `response` as text: never holds more than that in memory,
+/// whatever the server sends.
+pub fn read_bounded(
+    response: reqwest::blocking::Response,
+    url: &str,
+    limit: u64,
+) -> Result<String, ApiError> {
+    use std::io::Read as _;
+    if response.content_length().is_some_and(|n| n > limit) {
+        return Err(ApiError::TooLarge {
+            url: url.to_owned(),
+            limit,
+        });
+    }
+    let mut bytes = Vec::new();
+    response
+        .take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|source| ApiError::Read {
+            url: url.to_owned(),
+            source,
+        })?;
+    if bytes.len() as u64 > limit {
+        return Err(ApiError::TooLarge {
+            url: url.to_owned(),
+            limit,
+        });
+    }
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// An error answer's body, cut at [`MAX_ERROR_BYTES`] (for the message only).
+pub fn error_body(response: reqwest::blocking::Response) -> String {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    let _ = response.take(MAX_ERROR_BYTES).read_to_end(&mut bytes);
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 impl ApiError {
@@ -67,8 +123,11 @@ impl ApiError {
     /// not be reached, 2 when the local setup is unusable.
     pub fn exit_code(&self) -> u8 {
         match self {
-            ApiError::Refused(_) | ApiError::Redirected { .. } | ApiError::Decode { .. } => 1,
-            ApiError::Unreachable { .. } => 3,
+            ApiError::Refused(_)
+            | ApiError::Redirected { .. }
+            | ApiError::Decode { .. }
+            | ApiError::TooLarge { .. } => 1,
+            ApiError::Unreachable { .. } | ApiError::Read { .. } => 3,
             ApiError::Setup(_) | ApiError::ApiKeyHeader(_) => 2,
         }
     }
@@ -225,7 +284,7 @@ impl Client {
         if status.is_success() {
             return Ok(response);
         }
-        let body = response.text().unwrap_or_default();
+        let body = error_body(response);
         Err(ApiError::Refused(Box::new(Refusal {
             url: url.to_owned(),
             status,
@@ -288,10 +347,11 @@ impl Client {
             .get(LOCATION)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        let body = response.text().map_err(|source| ApiError::Unreachable {
-            url: url.clone(),
-            source,
-        })?;
+        let body = if status.is_success() {
+            read_bounded(response, &url, MAX_ANSWER_BYTES)?
+        } else {
+            error_body(response)
+        };
         tracing::debug!(%status, %content_type, bytes = body.len(), "response");
         if status.is_success() {
             Ok(Reply { url, status, body })

@@ -201,7 +201,7 @@ impl Source<'_> {
             .map_err(|e| self.unreachable(e))?;
         let status = response.status();
         if !status.is_success() {
-            let detail = response.text().unwrap_or_default();
+            let detail = crate::api::error_body(response);
             return Err(DownloadError::Refused {
                 key: self.key.to_owned(),
                 status,
@@ -512,7 +512,7 @@ fn fetch_whole(
         })?;
     let status = response.status();
     if !status.is_success() {
-        let detail = response.text().unwrap_or_default();
+        let detail = crate::api::error_body(response);
         return Err(DownloadError::Refused {
             key: entry.key.clone(),
             status,
@@ -543,6 +543,12 @@ fn fetch_whole(
             path: part.display().to_string(),
             source,
         },
+        CopyError::Longer(got) => DownloadError::SizeMismatch {
+            key: entry.key.clone(),
+            got,
+            want: entry.size,
+            part: part.display().to_string(),
+        },
     })?;
     file.sync_all().map_err(io_err(part))?;
     drop(file);
@@ -565,6 +571,9 @@ fn fetch_whole(
 enum CopyError {
     Read(io::Error),
     Write(io::Error),
+    /// The body went on past the declared size (at least this many bytes); nothing past the
+    /// size was written.
+    Longer(u64),
 }
 
 fn copy_with_progress(
@@ -585,6 +594,11 @@ fn copy_with_progress(
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(CopyError::Read(e)),
         };
+        // Never more than the listing declared: a server that sends more is not trusted with
+        // the disk.
+        if start + copied + n as u64 > total {
+            return Err(CopyError::Longer(start + copied + n as u64));
+        }
         to.write_all(&buf[..n]).map_err(CopyError::Write)?;
         copied += n as u64;
         if progress {
@@ -675,6 +689,22 @@ mod tests {
         ] {
             assert!(safe_join(out, hostile).is_err(), "{hostile:?} was accepted");
         }
+    }
+
+    /// A body longer than the listing declared fails, and nothing past the declared size is
+    /// written to disk (issue 22, item 8).
+    #[test]
+    fn a_body_longer_than_declared_is_not_written_past_the_size() {
+        #![allow(clippy::unwrap_used, reason = "test")]
+        let path = std::env::temp_dir().join(format!("nsight-cli-longer-{}", std::process::id()));
+        let mut file = File::create(&path).unwrap();
+        let body = vec![7u8; 3 * 256 * 1024];
+        let result = copy_with_progress(&mut body.as_slice(), &mut file, 0, 300_000, false, "k");
+        assert!(matches!(result, Err(CopyError::Longer(n)) if n > 300_000));
+        assert!(fs::metadata(&path).unwrap().len() <= 300_000);
+        let exact = copy_with_progress(&mut &body[..1000], &mut file, 0, 1000, false, "k");
+        assert!(matches!(exact, Ok(1000)));
+        fs::remove_file(&path).unwrap();
     }
 
     #[test]
