@@ -113,6 +113,15 @@ fn rest_refusals_are_problems_a_person_can_act_on() {
     problem(400, "/v1/sessions", &format!(r#"{{"title":"{long}"}}"#));
     problem(400, "/v1/sessions", r#"{"title":"bell\u0007"}"#);
     problem(400, "/v1/start", r#"{"session":"not-a-uuid"}"#);
+    // Issue 22, item 7: only objects, no nulls, a size limit named, query errors as problems.
+    assert!(problem(400, "/v1/end", r#"["default",null]"#).contains("must be an object"));
+    assert!(problem(400, "/v1/sessions", r#"{"title":null}"#).contains("`title` is null"));
+    let huge = format!(r#"{{"title":"{}"}}"#, "x".repeat(100 * 1024));
+    assert!(problem(413, "/v1/sessions", &huge).contains("larger than 64 KiB"));
+    let r = http::get(c.http, "/v1/status?limit=many", &[]).unwrap();
+    assert_eq!(r.status, 400, "{r:?}");
+    assert_eq!(r.header("content-type"), Some("application/problem+json"));
+    assert!(r.body.contains("invalid query string"), "{}", r.body);
     problem(
         404,
         "/v1/start",

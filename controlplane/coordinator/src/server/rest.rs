@@ -5,7 +5,10 @@ use std::sync::Arc;
 
 use axum::{
     body::Bytes,
-    extract::{FromRef, Path, Query, State},
+    extract::{
+        rejection::{BytesRejection, QueryRejection},
+        DefaultBodyLimit, FromRef, Path, Query, State,
+    },
     http::StatusCode,
     response::{IntoResponse, Response},
     routing::{get, post},
@@ -23,6 +26,14 @@ use crate::state::{
 };
 
 pub use nsight_contracts::coordinator::DEFAULT_STATUS_LIMIT;
+
+/// The largest request body: every body here is a small JSON object (a tag, a title, an ID).
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// A request body, or why it could not be read (too large, a broken connection).
+type Body = Result<Bytes, BytesRejection>;
+/// A query string, or why it could not be parsed.
+type QueryOf<T> = Result<Query<T>, QueryRejection>;
 
 /// What the handlers share: the state machine's hub and, when configured, report storage.
 #[derive(Debug, Clone)]
@@ -51,6 +62,7 @@ pub fn router(hub: Hub, reports: Option<Arc<Reports>>) -> Router {
         .route("/end", post(end))
         .route(routes::OPENAPI, get(|| async { Json(openapi::document()) }))
         .fallback(|| async { Problem::new(404, "no such endpoint; see /v1/openapi.json") })
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(Api { hub, reports });
     let root = Router::new()
         .route(routes::HEALTHZ, get(|| async { "ok" }))
@@ -83,15 +95,49 @@ async fn list_reports(State(api): State<Api>, Path(id): Path<String>) -> Result<
     Ok(Json(reports.list(&session).await?).into_response())
 }
 
-/// A JSON body, refused with a 400 problem that quotes serde's reason.
-fn body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, Problem> {
+/// A JSON object body (empty means `{}`), refused with a problem a person can act on: 413
+/// naming the limit, or 400 quoting the reason. Arrays (`["t", null]` would fill the fields in
+/// order) and null values are refused: leave a field out rather than send null.
+fn body<T: DeserializeOwned>(bytes: Body) -> Result<T, Problem> {
+    let bytes = bytes.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            Problem::new(
+                413,
+                format!(
+                    "the request body is larger than {} KiB; these requests are small JSON \
+                     objects",
+                    MAX_BODY_BYTES / 1024
+                ),
+            )
+        } else {
+            Problem::bad_request(format!("cannot read the request body: {}", e.body_text()))
+        }
+    })?;
     let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
         b"{}"
     } else {
-        bytes
+        &bytes
     };
-    serde_json::from_slice(bytes)
+    let value: serde_json::Value = serde_json::from_slice(bytes)
+        .map_err(|e| Problem::bad_request(format!("invalid JSON body: {e}")))?;
+    let serde_json::Value::Object(fields) = &value else {
+        return Err(Problem::bad_request(
+            "invalid JSON body: it must be an object, e.g. {\"tag\":\"default\"}",
+        ));
+    };
+    if let Some((name, _)) = fields.iter().find(|(_, v)| v.is_null()) {
+        return Err(Problem::bad_request(format!(
+            "invalid JSON body: `{name}` is null; give a value or leave the field out"
+        )));
+    }
+    serde_json::from_value(value)
         .map_err(|e| Problem::bad_request(format!("invalid JSON body: {e}")))
+}
+
+/// A query string, refused with a 400 problem (not axum's plain text) when it does not parse.
+fn query<T>(q: QueryOf<T>) -> Result<T, Problem> {
+    q.map(|Query(q)| q)
+        .map_err(|e| Problem::bad_request(format!("invalid query string: {}", e.body_text())))
 }
 
 fn tag(raw: Option<&str>) -> Result<Tag, Problem> {
@@ -103,7 +149,8 @@ fn session_id(raw: &str) -> Result<SessionId, Problem> {
         .map_err(|_| Problem::bad_request(format!("`{raw}` is not a session id (a UUID)")))
 }
 
-async fn status(State(hub): State<Hub>, Query(q): Query<StatusQuery>) -> Result<Response, Problem> {
+async fn status(State(hub): State<Hub>, q: QueryOf<StatusQuery>) -> Result<Response, Problem> {
+    let q = query(q)?;
     let tag = tag(q.tag.as_deref())?;
     let limit = q.limit.unwrap_or(DEFAULT_STATUS_LIMIT);
     // Serialize outside the lock: the view is a copy.
@@ -113,8 +160,9 @@ async fn status(State(hub): State<Hub>, Query(q): Query<StatusQuery>) -> Result<
 
 async fn list_sessions(
     State(hub): State<Hub>,
-    Query(q): Query<SessionsQuery>,
+    q: QueryOf<SessionsQuery>,
 ) -> Result<Response, Problem> {
+    let q = query(q)?;
     let state = match q.state.as_deref() {
         None => None,
         Some(raw) => Some(SessionState::parse(raw).ok_or_else(|| {
@@ -129,8 +177,8 @@ async fn list_sessions(
     Ok(Json(SessionList { sessions }).into_response())
 }
 
-async fn begin_session(State(api): State<Api>, bytes: Bytes) -> Result<Response, Problem> {
-    let req: BeginSession = body(&bytes)?;
+async fn begin_session(State(api): State<Api>, bytes: Body) -> Result<Response, Problem> {
+    let req: BeginSession = body(bytes)?;
     let tag = tag(req.tag.as_deref())?;
     let title = req.title.as_deref().map(Title::parse).transpose()?;
     let id = api
@@ -147,14 +195,14 @@ async fn get_session(State(hub): State<Hub>, Path(id): Path<String>) -> Result<R
     Ok(Json(session).into_response())
 }
 
-fn tag_action(bytes: &Bytes) -> Result<(Tag, Option<SessionId>), Problem> {
+fn tag_action(bytes: Body) -> Result<(Tag, Option<SessionId>), Problem> {
     let req: TagAction = body(bytes)?;
     let session = req.session.as_deref().map(session_id).transpose()?;
     Ok((tag(req.tag.as_deref())?, session))
 }
 
-async fn start(State(api): State<Api>, bytes: Bytes) -> Result<Response, Problem> {
-    let (tag, session) = tag_action(&bytes)?;
+async fn start(State(api): State<Api>, bytes: Body) -> Result<Response, Problem> {
+    let (tag, session) = tag_action(bytes)?;
     let started = api
         .hub
         .apply(|m: &mut Coordinator, now| m.start(&tag, session, now))?;
@@ -164,14 +212,14 @@ async fn start(State(api): State<Api>, bytes: Bytes) -> Result<Response, Problem
     Ok(Json(started).into_response())
 }
 
-async fn stop(State(hub): State<Hub>, bytes: Bytes) -> Result<Response, Problem> {
-    let (tag, session) = tag_action(&bytes)?;
+async fn stop(State(hub): State<Hub>, bytes: Body) -> Result<Response, Problem> {
+    let (tag, session) = tag_action(bytes)?;
     let stopped = hub.apply(|m: &mut Coordinator, now| m.stop(&tag, session, now))?;
     Ok(Json(stopped).into_response())
 }
 
-async fn end(State(api): State<Api>, bytes: Bytes) -> Result<Response, Problem> {
-    let (tag, session) = tag_action(&bytes)?;
+async fn end(State(api): State<Api>, bytes: Body) -> Result<Response, Problem> {
+    let (tag, session) = tag_action(bytes)?;
     let ended = api
         .hub
         .apply(|m: &mut Coordinator, now| m.end_session(&tag, session, now))?;
