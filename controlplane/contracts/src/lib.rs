@@ -28,6 +28,8 @@ pub mod nsys_args;
 pub mod openapi;
 pub mod otlp;
 pub mod problem;
+#[cfg(feature = "axum")]
+pub mod request;
 pub mod routes;
 pub mod table;
 pub mod tenant;

@@ -3,8 +3,8 @@
 //! renders JSON; output files stream from storage.
 
 use axum::{
-    body::{Body, Bytes},
-    extract::{Path, Query, State},
+    body::Body,
+    extract::{DefaultBodyLimit, Path, State},
     http::{header, HeaderValue, StatusCode},
     response::{IntoResponse, Response},
     routing::{get, post},
@@ -12,6 +12,7 @@ use axum::{
 };
 use nsight_contracts::{
     analysis::{JobFiles, JobList, JobLogs, JobsQuery, RecipeList},
+    request::{self, QueryOf},
     routes,
 };
 use nsight_storage::ReportStore;
@@ -26,6 +27,9 @@ use super::{
     problem::Problem,
     render,
 };
+
+/// The largest request body (a job request: a recipe, its arguments and its inputs).
+pub const MAX_BODY_BYTES: usize = 1 << 20;
 
 /// The API under `/v1` and `/analysis/v1`, plus `/healthz`.
 pub fn router(svc: Service) -> Router {
@@ -42,6 +46,7 @@ pub fn router(svc: Service) -> Router {
         .merge(super::rest_timeline::routes())
         .route(routes::OPENAPI, get(|| async { Json(openapi::document()) }))
         .fallback(|| async { Problem::new(404, "no such endpoint; see /v1/openapi.json") })
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(svc);
     Router::new()
         .route(routes::HEALTHZ, get(|| async { "ok" }))
@@ -75,17 +80,14 @@ async fn get_recipe(
     Ok(Json(recipe.view()).into_response())
 }
 
-async fn create_job(State(svc): State<Service>, bytes: Bytes) -> Result<Response, Problem> {
-    let request: JobRequest = serde_json::from_slice(&bytes)
-        .map_err(|e| Problem::bad_request(format!("invalid JSON body: {e}")))?;
+async fn create_job(State(svc): State<Service>, bytes: request::Body) -> Result<Response, Problem> {
+    let request: JobRequest = request::json_object(bytes, MAX_BODY_BYTES)?;
     let job = svc.create(request)?;
     Ok((StatusCode::ACCEPTED, Json(job)).into_response())
 }
 
-async fn list_jobs(
-    State(svc): State<Service>,
-    Query(q): Query<JobsQuery>,
-) -> Result<Response, Problem> {
+async fn list_jobs(State(svc): State<Service>, q: QueryOf<JobsQuery>) -> Result<Response, Problem> {
+    let q = request::query(q)?;
     let status = match q.status.as_deref() {
         None => None,
         Some(raw) => Some(JobStatus::parse(raw).ok_or_else(|| {

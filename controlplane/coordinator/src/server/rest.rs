@@ -4,11 +4,7 @@
 use std::sync::Arc;
 
 use axum::{
-    body::Bytes,
-    extract::{
-        rejection::{BytesRejection, QueryRejection},
-        DefaultBodyLimit, FromRef, Path, Query, State,
-    },
+    extract::{DefaultBodyLimit, FromRef, Path, State},
     http::StatusCode,
     response::{IntoResponse, Response},
     routing::{get, post},
@@ -16,6 +12,7 @@ use axum::{
 };
 use nsight_contracts::{
     coordinator::{BeginSession, SessionList, SessionsQuery, StatusQuery, TagAction},
+    request::{self, query, Body, QueryOf},
     routes,
 };
 use serde::de::DeserializeOwned;
@@ -29,11 +26,6 @@ pub use nsight_contracts::coordinator::DEFAULT_STATUS_LIMIT;
 
 /// The largest request body: every body here is a small JSON object (a tag, a title, an ID).
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
-
-/// A request body, or why it could not be read (too large, a broken connection).
-type Body = Result<Bytes, BytesRejection>;
-/// A query string, or why it could not be parsed.
-type QueryOf<T> = Result<Query<T>, QueryRejection>;
 
 /// What the handlers share: the state machine's hub and, when configured, report storage.
 #[derive(Debug, Clone)]
@@ -95,49 +87,8 @@ async fn list_reports(State(api): State<Api>, Path(id): Path<String>) -> Result<
     Ok(Json(reports.list(&session).await?).into_response())
 }
 
-/// A JSON object body (empty means `{}`), refused with a problem a person can act on: 413
-/// naming the limit, or 400 quoting the reason. Arrays (`["t", null]` would fill the fields in
-/// order) and null values are refused: leave a field out rather than send null.
 fn body<T: DeserializeOwned>(bytes: Body) -> Result<T, Problem> {
-    let bytes = bytes.map_err(|e| {
-        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            Problem::new(
-                413,
-                format!(
-                    "the request body is larger than {} KiB; these requests are small JSON \
-                     objects",
-                    MAX_BODY_BYTES / 1024
-                ),
-            )
-        } else {
-            Problem::bad_request(format!("cannot read the request body: {}", e.body_text()))
-        }
-    })?;
-    let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
-        b"{}"
-    } else {
-        &bytes
-    };
-    let value: serde_json::Value = serde_json::from_slice(bytes)
-        .map_err(|e| Problem::bad_request(format!("invalid JSON body: {e}")))?;
-    let serde_json::Value::Object(fields) = &value else {
-        return Err(Problem::bad_request(
-            "invalid JSON body: it must be an object, e.g. {\"tag\":\"default\"}",
-        ));
-    };
-    if let Some((name, _)) = fields.iter().find(|(_, v)| v.is_null()) {
-        return Err(Problem::bad_request(format!(
-            "invalid JSON body: `{name}` is null; give a value or leave the field out"
-        )));
-    }
-    serde_json::from_value(value)
-        .map_err(|e| Problem::bad_request(format!("invalid JSON body: {e}")))
-}
-
-/// A query string, refused with a 400 problem (not axum's plain text) when it does not parse.
-fn query<T>(q: QueryOf<T>) -> Result<T, Problem> {
-    q.map(|Query(q)| q)
-        .map_err(|e| Problem::bad_request(format!("invalid query string: {}", e.body_text())))
+    request::json_object(bytes, MAX_BODY_BYTES)
 }
 
 fn tag(raw: Option<&str>) -> Result<Tag, Problem> {
