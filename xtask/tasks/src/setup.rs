@@ -295,24 +295,6 @@ fn tool_answers(bin: &Path, version: &str) -> bool {
     output(Command::new(bin).arg("--version")).is_some_and(|v| v.contains(version))
 }
 
-/// `cargo install` with the host toolchain into `<cache>/tools/<crate>-<version>`, with extra
-/// cargo features (e.g. a crate whose binary is behind a feature).
-fn cargo_install_features(
-    layout: &Layout,
-    krate: &str,
-    version: &str,
-    features: &[&str],
-    bin: &Path,
-) -> Result<bool> {
-    let joined = features.join(",");
-    let args: Vec<&str> = if features.is_empty() {
-        Vec::new()
-    } else {
-        vec!["--features", &joined]
-    };
-    cargo_install_with(layout, krate, version, &args, bin)
-}
-
 /// `cargo install` into `<cache>/tools/<crate>-<version>` with extra arguments (features, `--no-default-features`).
 fn cargo_install_with(
     layout: &Layout,
@@ -414,13 +396,25 @@ fn wasm_bindgen(layout: &Layout) -> Result<bool> {
 }
 
 /// s3s-fs, a real S3 server (Rust, over a directory) for the storage tests; its binary is behind
-/// the `binary` feature.
+/// the `binary` feature. Optimised lightly, like wasm-bindgen: it serves test-sized objects, and
+/// its default release build was 17 minutes of a cold CI on 2 cores (beside other builds).
 fn s3s_fs(layout: &Layout) -> Result<bool> {
-    cargo_install_features(
+    cargo_install_with(
         layout,
         "s3s-fs",
         paths::S3S_FS_VERSION,
-        &["binary"],
+        &[
+            "--features",
+            "binary",
+            "--config",
+            "profile.release.opt-level=1",
+            "--config",
+            "profile.release.lto=false",
+            "--config",
+            "profile.release.codegen-units=16",
+            "--config",
+            "profile.release.debug=0",
+        ],
         &layout.s3s_fs(),
     )
 }
