@@ -28,11 +28,17 @@ pub async fn create_dir_all_async(path: &Path) -> io::Result<()> {
         .await
 }
 
-/// A service's own state directory: created 0700, or made 0700 if it exists.
+/// A service's own state directory: created 0700, or made 0700 if it exists and this process
+/// owns it. A directory owned by someone else (a Kubernetes volume's mount point, created by the
+/// kubelet for a non-root service) is left as it is: its access is the volume's business, and
+/// the service must still start.
 pub fn state_dir(path: &Path) -> io::Result<()> {
     use std::os::unix::fs::PermissionsExt as _;
     create_dir_all(path)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(DIR_MODE))
+    match std::fs::set_permissions(path, std::fs::Permissions::from_mode(DIR_MODE)) {
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => Ok(()),
+        other => other,
+    }
 }
 
 /// Creates (or truncates) `path` for writing with mode 0600.
