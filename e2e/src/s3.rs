@@ -139,6 +139,22 @@ impl S3Server {
     }
 
     /// The directory that holds bucket `bucket`'s objects.
+    /// Creates `bucket` (a directory of the root) and writes a storage-config.yaml for it at
+    /// `path`, with the test credentials; returns `path`.
+    pub fn storage_config(&self, bucket: &str, path: &Path) -> PathBuf {
+        std::fs::create_dir_all(self.bucket_dir(bucket)).expect("create the bucket");
+        std::fs::write(
+            path,
+            format!(
+                "storage_type: s3\nbucket_name: {bucket}\naws_access_key_id: {ACCESS_KEY}\n\
+                 aws_secret_access_key: {SECRET_KEY}\nendpoint_url: {}\n",
+                self.endpoint()
+            ),
+        )
+        .expect("write the storage config");
+        path.to_path_buf()
+    }
+
     pub fn bucket_dir(&self, bucket: &str) -> PathBuf {
         self.root.join(bucket)
     }

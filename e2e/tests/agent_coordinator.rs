@@ -18,7 +18,7 @@ use nsight_e2e::{
     bin, http,
     platform::{tls_dir, CoordinatorProcess},
     process::Running,
-    s3::{S3Server, ACCESS_KEY, SECRET_KEY},
+    s3::S3Server,
     wait_for, TempDir,
 };
 use serde_json::Value;
@@ -259,17 +259,7 @@ fn a_target_that_exits_while_collecting_still_uploads_its_ranges() {
 fn an_upload_slower_than_the_heartbeat_timeout_keeps_the_agent_and_its_report() {
     let dir = TempDir::new("agent-slow-upload");
     let s3 = S3Server::start(&dir.path().join("s3"));
-    std::fs::create_dir_all(s3.bucket_dir("reports")).unwrap();
-    let storage = dir.path().join("storage-config.yaml");
-    std::fs::write(
-        &storage,
-        format!(
-            "storage_type: s3\nbucket_name: reports\naws_access_key_id: {ACCESS_KEY}\n\
-             aws_secret_access_key: {SECRET_KEY}\nendpoint_url: {}\n",
-            s3.endpoint()
-        ),
-    )
-    .unwrap();
+    let storage = s3.storage_config("reports", &dir.path().join("storage-config.yaml"));
     let heartbeat_timeout = Duration::from_millis(2_000);
     let coordinator = CoordinatorProcess::start(
         &dir.path().join("state"),

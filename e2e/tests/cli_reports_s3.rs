@@ -26,18 +26,7 @@ fn coordinator_on(dir: &Path, s3: &S3Server) -> CoordinatorProcess {
 
 /// [`coordinator_on`] with more command-line arguments.
 fn coordinator_with(dir: &Path, s3: &S3Server, extra: &[&str]) -> CoordinatorProcess {
-    // s3s-fs keeps a bucket as a directory of its root.
-    std::fs::create_dir_all(s3.bucket_dir("reports")).unwrap();
-    let config = dir.join("storage-config.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "storage_type: s3\nbucket_name: reports\naws_access_key_id: {ACCESS_KEY}\n\
-             aws_secret_access_key: {SECRET_KEY}\nendpoint_url: {}\n",
-            s3.endpoint()
-        ),
-    )
-    .unwrap();
+    let config = s3.storage_config("reports", &dir.join("storage-config.yaml"));
     let http: std::net::SocketAddr = ([127, 0, 0, 1], free_port()).into();
     let grpc: std::net::SocketAddr = ([127, 0, 0, 1], free_port()).into();
     CoordinatorProcess::start_with(

@@ -427,30 +427,7 @@ async fn session(
         }
     };
     if let Some(FinalReport { at, result }) = final_message {
-        let message = match result {
-            Ok(keys) => {
-                let _ = events.send(Event::Stopped {
-                    at: at.clone(),
-                    keys: keys.clone(),
-                });
-                Out::Uploaded(Uploaded {
-                    session: at.session,
-                    collection: at.collection,
-                    keys,
-                })
-            }
-            Err(reason) => {
-                let _ = events.send(Event::Failed {
-                    at: at.clone(),
-                    reason: reason.clone(),
-                });
-                Out::Failed(Failed {
-                    session: at.session,
-                    collection: at.collection,
-                    reason,
-                })
-            }
-        };
+        let message = outcome(at, result, events);
         if !send(message).await {
             return Ok(SessionEnd::Dropped("outbound stream closed".into()));
         }
@@ -525,23 +502,45 @@ fn read(
     }
 }
 
+/// A collection's outcome as the message for the coordinator, its event recorded: `Uploaded`
+/// with the keys, or `Failed` with the reason.
+fn outcome(
+    at: CollectionRef,
+    result: Result<Vec<String>, String>,
+    events: &mpsc::UnboundedSender<Event>,
+) -> Out {
+    match result {
+        Ok(keys) => {
+            let _ = events.send(Event::Stopped {
+                at: at.clone(),
+                keys: keys.clone(),
+            });
+            Out::Uploaded(Uploaded {
+                session: at.session,
+                collection: at.collection,
+                keys,
+            })
+        }
+        Err(reason) => {
+            let _ = events.send(Event::Failed {
+                at: at.clone(),
+                reason: reason.clone(),
+            });
+            Out::Failed(Failed {
+                session: at.session,
+                collection: at.collection,
+                reason,
+            })
+        }
+    }
+}
+
 /// Runs one job on the backend and records its event.
 async fn perform(
     backend: &mut dyn Backend,
     job: Job,
     events: &mpsc::UnboundedSender<Event>,
 ) -> Done {
-    let failed = |at: CollectionRef, reason: String| {
-        let _ = events.send(Event::Failed {
-            at: at.clone(),
-            reason: reason.clone(),
-        });
-        Out::Failed(Failed {
-            session: at.session,
-            collection: at.collection,
-            reason,
-        })
-    };
     match job {
         Job::Start(at) => Done::Reply(match backend.start(&at).await {
             Ok(()) => {
@@ -551,22 +550,12 @@ async fn perform(
                     collection: at.collection,
                 })
             }
-            Err(reason) => failed(at, reason),
+            Err(reason) => outcome(at, Err(reason), events),
         }),
-        Job::Stop(at) => Done::Reply(match backend.stop(&at).await {
-            Ok(keys) => {
-                let _ = events.send(Event::Stopped {
-                    at: at.clone(),
-                    keys: keys.clone(),
-                });
-                Out::Uploaded(Uploaded {
-                    session: at.session,
-                    collection: at.collection,
-                    keys,
-                })
-            }
-            Err(reason) => failed(at, reason),
-        }),
+        Job::Stop(at) => {
+            let result = backend.stop(&at).await;
+            Done::Reply(outcome(at, result, events))
+        }
         Job::TargetExited(how) => Done::Exited(backend.target_exited(&how).await),
     }
 }

@@ -372,6 +372,19 @@ fn wasm_tools(layout: &Layout) -> Result<bool> {
     Ok(true)
 }
 
+/// `cargo install` arguments for a tool that only tests and builds use: lightly optimised
+/// (opt-level 1, no LTO, parallel codegen, no debug info), minutes less of a cold setup.
+const LIGHT_RELEASE: &[&str] = &[
+    "--config",
+    "profile.release.opt-level=1",
+    "--config",
+    "profile.release.lto=false",
+    "--config",
+    "profile.release.codegen-units=16",
+    "--config",
+    "profile.release.debug=0",
+];
+
 /// No TLS stack: wasm-bindgen's test-runner downloads are never used here. Optimised lightly
 /// (opt-level 1, no LTO, parallel codegen): it runs once per UI build on one small module, so a
 /// fully optimised build would cost the cold setup minutes of compiling for no visible gain.
@@ -380,17 +393,7 @@ fn wasm_bindgen(layout: &Layout) -> Result<bool> {
         layout,
         "wasm-bindgen-cli",
         paths::WASM_BINDGEN_VERSION,
-        &[
-            "--no-default-features",
-            "--config",
-            "profile.release.opt-level=1",
-            "--config",
-            "profile.release.lto=false",
-            "--config",
-            "profile.release.codegen-units=16",
-            "--config",
-            "profile.release.debug=0",
-        ],
+        &[&["--no-default-features"], LIGHT_RELEASE].concat(),
         &layout.wasm_bindgen(),
     )
 }
@@ -403,18 +406,7 @@ fn s3s_fs(layout: &Layout) -> Result<bool> {
         layout,
         "s3s-fs",
         paths::S3S_FS_VERSION,
-        &[
-            "--features",
-            "binary",
-            "--config",
-            "profile.release.opt-level=1",
-            "--config",
-            "profile.release.lto=false",
-            "--config",
-            "profile.release.codegen-units=16",
-            "--config",
-            "profile.release.debug=0",
-        ],
+        &[&["--features", "binary"], LIGHT_RELEASE].concat(),
         &layout.s3s_fs(),
     )
 }
