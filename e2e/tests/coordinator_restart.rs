@@ -1,6 +1,7 @@
 //! The coordinator survives `kill -9` mid-collection: after a restart on the same state
 //! directory the agents reconnect on their own, resume, and the collection finishes with every
-//! agent's upload recorded. Also: the REST API's refusals for bad input and conflicting state.
+//! agent's upload recorded. Also: the REST API's refusals for bad input and conflicting state,
+//! and schemathesis against the coordinator's and the analysis service's OpenAPI documents.
 
 #![allow(clippy::unwrap_used, reason = "tests fail loudly on unexpected errors")]
 
@@ -8,7 +9,7 @@ use std::time::Duration;
 
 use nsight_e2e::{
     http,
-    platform::{CoordinatorProcess, SimAgents},
+    platform::{AnalysisProcess, CoordinatorProcess, SimAgents},
     wait_for, TempDir,
 };
 use serde_json::Value;
@@ -160,4 +161,56 @@ fn rest_refusals_are_problems_a_person_can_act_on() {
     assert_eq!(list["sessions"][0]["collections"], 1);
     let openapi = c.get("/coordinator/v1/openapi.json");
     assert_eq!(openapi["openapi"], "3.0.3");
+}
+
+/// schemathesis (PyPI, in the setup venv) against the OpenAPI documents the coordinator and the
+/// analysis service serve, on live servers: every check (no 5xx, status codes, content types
+/// and bodies as documented, schema-valid requests accepted, schema-violating ones refused).
+/// A fixed seed keeps CI repeatable; `--max-examples` bounds it to seconds.
+#[test]
+fn the_openapi_documents_hold_under_schemathesis() {
+    let dir = TempDir::new("schemathesis");
+    let coordinator =
+        CoordinatorProcess::start_with_storage(&dir.path().join("c"), &dir.path().join("r"));
+    let analysis = AnalysisProcess::start(
+        &nsight_e2e::bin("nsight-analysis"),
+        nsight_e2e::free_port(),
+        (&dir.path().join("r"), None),
+        &[],
+        &dir.path().join("analysis.log"),
+    );
+    let st = nsight_e2e::cache_dir().join("venv/bin/st");
+    assert!(
+        st.exists(),
+        "{} missing: run `cargo xtask setup python`",
+        st.display()
+    );
+    for (service, addr) in [
+        ("coordinator", coordinator.http),
+        ("analysis", analysis.http),
+    ] {
+        let out = std::process::Command::new(&st)
+            // It keeps a cache of what it found in `.schemathesis/` of its working directory.
+            .current_dir(dir.path())
+            .arg("run")
+            .arg(format!("http://{addr}/v1/openapi.json"))
+            .args(["--url", &format!("http://{addr}/v1")])
+            .args([
+                "--checks",
+                "all",
+                "--max-examples",
+                "25",
+                "--seed",
+                "1",
+                "--no-color",
+            ])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "schemathesis found failures in the {service} API:\n{text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }

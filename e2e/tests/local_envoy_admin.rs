@@ -3,6 +3,10 @@
 //! mode 0600 in a 0700 directory. The real platform (`nsight-controlplane local`) is started; the
 //! old admin port and both gateway ports are asked for admin paths and give no admin answer; the
 //! socket answers `/ready`.
+//!
+//! The same platform's coordinator and analysis service answer only the gateway: their REST
+//! ports (loopback) refuse API requests without the gateway token, and with a guessed one,
+//! while the same requests through the gateway with the API key succeed.
 
 #![allow(clippy::unwrap_used, reason = "tests fail loudly on unexpected errors")]
 
@@ -74,5 +78,53 @@ fn envoy_admin_is_a_private_socket_not_a_port() {
     assert_eq!(parent.permissions().mode() & 0o777, 0o700, "directory mode");
     let ready = get_over_socket(&socket, "/ready");
     assert!(ready.starts_with("HTTP/1.1 200"), "{ready}");
+
+    services_answer_only_the_gateway(&platform, options.internal_ports_from);
     platform.stop();
+}
+
+/// Direct requests to the services' own ports are refused; through the gateway they work.
+fn services_answer_only_the_gateway(platform: &LocalPlatform, internal_ports_from: u16) {
+    let coordinator = std::net::SocketAddr::from(([127, 0, 0, 1], internal_ports_from));
+    let analysis = std::net::SocketAddr::from(([127, 0, 0, 1], internal_ports_from + 2));
+    let guessed = (
+        "x-nsight-gateway-token",
+        "nsk_0000000000000000000000000000000000",
+    );
+    for (addr, path) in [
+        (coordinator, "/v1/status"),
+        (coordinator, "/coordinator/v1/sessions"),
+        (analysis, "/v1/recipes"),
+        (analysis, "/analysis/v1/jobs"),
+    ] {
+        for headers in [vec![], vec![guessed]] {
+            let answer = http::get(addr, path, &headers).unwrap();
+            assert_eq!(
+                answer.status, 403,
+                "GET {path} on {addr} without the gateway's token: {}",
+                answer.body
+            );
+            assert!(
+                answer.body.contains("forwarded by the platform's gateway"),
+                "{}",
+                answer.body
+            );
+        }
+        // Health checks stay open (Envoy's and the kubelet's probes carry no route headers).
+        assert_eq!(http::get(addr, "/healthz", &[]).unwrap().status, 200);
+    }
+    let key = format!("Bearer {}", platform.api_key);
+    for path in ["/coordinator/v1/status", "/analysis/v1/recipes"] {
+        // A client's own token header is replaced by the gateway's.
+        let answer =
+            http::get(platform.gateway, path, &[("authorization", &key), guessed]).unwrap();
+        assert_eq!(
+            answer.status, 200,
+            "GET {path} through the gateway: {}",
+            answer.body
+        );
+    }
+    let token_file = PathBuf::from(platform.description["gatewayTokenFile"].as_str().unwrap());
+    let mode = std::fs::metadata(&token_file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{}", token_file.display());
 }

@@ -15,6 +15,7 @@ use std::{
     time::Duration,
 };
 
+use nsight_contracts::gateway_only::GatewayToken;
 use serde::Serialize;
 
 /// The gateway's documented HTTP(S) port.
@@ -255,6 +256,11 @@ pub struct Upstream {
     pub health_check: Option<HealthCheck>,
     /// TLS to the upstream (e.g. an identity provider over HTTPS); `None`: plaintext.
     pub tls: Option<UpstreamTls>,
+    /// Our own service behind the gateway: every route to it sets `x-nsight-gateway-token` to
+    /// this secret (overwriting a client's), which the service requires. Never set it on an
+    /// upstream we do not run (an S3 server, an identity provider): it would learn the secret.
+    #[serde(skip)]
+    pub gateway_token: Option<GatewayToken>,
 }
 
 /// TLS from Envoy to an upstream: the server name sent (SNI) and checked against the
@@ -475,6 +481,7 @@ impl Upstream {
             connect_timeout: Duration::from_secs(2),
             health_check: None,
             tls: None,
+            gateway_token: None,
         }
     }
 

@@ -5,14 +5,15 @@
 //!         /analysis/    -> analysis       health check when a path is given)
 //!         /tenant/      -> tenant
 //!         /             -> ui            (public: static assets, no auth)
-//!         auth filter (api-key) on every route but the UI; HTTPS when a certificate is given
+//!         auth filter (api-key) on every route but the UI; HTTPS when a certificate is given;
+//!         the gateway token (when given) added on the coordinator's and analysis' routes
 //!  :9000  /             -> storage        (streaming: no timeout, no retry, no auth: S3 SigV4)
 //! ```
 //! Pure: only builds a [`GatewayIr`]; the caller publishes it with `XdsHandle::set_ir`.
 
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
-use nsight_contracts::routes;
+use nsight_contracts::{gateway_only::GatewayToken, routes};
 
 use crate::ir::{
     AuthFilter, GatewayIr, HealthCheck, IrError, Listener, Route, TlsSecret, Upstream,
@@ -67,6 +68,7 @@ pub struct LocalGateway {
     storage_prefix: String,
     auth: Option<AuthFilter>,
     tls: Option<TlsSecret>,
+    gateway_token: Option<GatewayToken>,
 }
 
 impl GatewayIr {
@@ -86,6 +88,7 @@ impl GatewayIr {
             storage_prefix: "/".into(),
             auth: None,
             tls: None,
+            gateway_token: None,
         }
     }
 }
@@ -163,16 +166,28 @@ impl LocalGateway {
         self
     }
 
+    /// Send `token` to the coordinator and the analysis service on every request, so they can
+    /// refuse clients that bypass the gateway (`nsight_contracts::gateway_only`). Never sent
+    /// to the UI server or to the storage upstream (an S3 server may not be ours).
+    pub fn gateway_token(mut self, token: GatewayToken) -> Self {
+        self.gateway_token = Some(token);
+        self
+    }
+
     /// The IR, validated.
     pub fn build(self) -> Result<GatewayIr, IrError> {
         let mut upstreams = Vec::new();
         let mut gateway = Listener::http(names::GATEWAY_LISTENER, &self.address, self.http_port);
         gateway.auth = self.auth;
         gateway.tls_secret = self.tls.as_ref().map(|s| s.name.clone());
+        let token = self.gateway_token;
         let mut add = |name: &str, addr: Option<SocketAddr>, route: Route, health: Option<&str>| {
             if let Some(addr) = addr {
                 let mut upstream = Upstream::new(name, &addr.ip().to_string(), addr.port());
                 upstream.health_check = health.map(HealthCheck::http);
+                if name == names::COORDINATOR || name == names::ANALYSIS {
+                    upstream.gateway_token = token.clone();
+                }
                 upstreams.push(upstream);
                 gateway.routes.push(route);
             }

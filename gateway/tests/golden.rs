@@ -5,6 +5,7 @@
 
 use std::{net::SocketAddr, path::PathBuf};
 
+use nsight_contracts::gateway_only::GatewayToken;
 use nsight_gateway::{
     auth::{ApiKey, AuthPolicy, OAuth2Policy},
     ir::{CaTrust, GatewayIr, IrError, Upstream},
@@ -67,6 +68,19 @@ fn local_platform_https() {
         .build()
         .unwrap();
     check("local_https", &ir);
+}
+
+#[test]
+fn the_gateway_token_goes_to_our_services_only() {
+    const TOKEN: &str = "nsk_gateway-token-0123456789abcdef0123456789";
+    let token = GatewayToken::parse(TOKEN).unwrap();
+    let ir = local().gateway_token(token).build().unwrap();
+    check("local_gateway_token", &ir);
+    let yaml = to_yaml(&translate(&ir).unwrap()).unwrap();
+    // The coordinator's and the analysis service's routes; not the tenant, UI or S3 routes.
+    assert_eq!(yaml.matches(TOKEN).count(), 2, "{yaml}");
+    assert!(!format!("{ir:?}").contains(TOKEN), "Debug prints the token");
+    assert!(!serde_json::to_string(&ir).unwrap().contains(TOKEN));
 }
 
 #[test]

@@ -25,6 +25,27 @@ use uuid::Uuid;
 /// Most inputs one job may name.
 pub const MAX_INPUTS: usize = 16;
 
+/// What the analysis service sends a job's files as, by extension (`.csv`, `.ipynb`, `.html`,
+/// `.svg`, anything else): [`file_content_type`].
+pub const FILE_TYPES: [&str; 5] = [
+    "text/csv; charset=utf-8",
+    "application/x-ipynb+json",
+    "text/html; charset=utf-8",
+    "image/svg+xml",
+    "application/octet-stream",
+];
+
+/// The `Content-Type` of a job's file named `name`.
+pub fn file_content_type(name: &str) -> &'static str {
+    match name.rsplit_once('.').map(|(_, ext)| ext) {
+        Some("csv") => FILE_TYPES[0],
+        Some("ipynb") => FILE_TYPES[1],
+        Some("html") => FILE_TYPES[2],
+        Some("svg") => FILE_TYPES[3],
+        _ => FILE_TYPES[4],
+    }
+}
+
 /// Where a job is in its lifecycle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -119,8 +140,10 @@ pub struct Job {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct JobInput {
+    #[cfg_attr(feature = "schema", schemars(extend("pattern" = "^[A-Za-z0-9.-]{1,60}$")))]
     pub session: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "String", extend("pattern" = "^[A-Za-z0-9.-]{1,60}$")))]
     pub collection: Option<String>,
 }
 
@@ -135,12 +158,16 @@ pub struct JobRequest {
     #[serde(default)]
     pub args: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "String", extend("pattern" = "^[A-Za-z0-9.-]{1,60}$")))]
     pub session: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "String", extend("pattern" = "^[A-Za-z0-9.-]{1,60}$")))]
     pub collection: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "Vec<JobInput>", extend("minItems" = 1, "maxItems" = 16)))]
     pub inputs: Option<Vec<JobInput>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::coordinator::Tag"))]
     pub tag: Option<String>,
 }
 
@@ -150,6 +177,7 @@ pub struct JobRequest {
 #[serde(deny_unknown_fields)]
 pub struct JobsQuery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "JobStatus"))]
     pub status: Option<String>,
 }
 

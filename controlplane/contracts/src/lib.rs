@@ -23,6 +23,7 @@
 pub mod analysis;
 pub mod coordinator;
 pub mod form;
+pub mod gateway_only;
 pub mod nsys_args;
 #[cfg(feature = "schema")]
 pub mod openapi;

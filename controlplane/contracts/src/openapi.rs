@@ -53,6 +53,12 @@ impl Schemas {
         json!({ "required": true, "content": { "application/json": { "schema": self.of::<T>() } } })
     }
 
+    /// A JSON request body of `T` that may be left out (no body means `{}`: every field has a
+    /// default).
+    fn optional_body<T: JsonSchema>(&self) -> Value {
+        json!({ "required": false, "content": { "application/json": { "schema": self.of::<T>() } } })
+    }
+
     fn into_components(self) -> Value {
         Value::Object(self.0.into_inner().take_definitions(true))
     }
@@ -76,6 +82,45 @@ fn document(title: &str, description: &str, prefix: &str, paths: Value, s: Schem
         "paths": paths,
         "components": { "schemas": s.into_components() }
     })
+}
+
+/// A `.sqlite` report's object key as the agents write it (`nsight_storage::layout::ReportKey`):
+/// four components of `[A-Za-z0-9.-]` (at most 60, starting and ending with a letter or digit,
+/// no `--`), the file `<process>_<tag>_<instance>_<stub>.sqlite` with the directory's tag.
+pub const REPORT_KEY_PATTERN: &str = concat!(
+    r"^(?!.*--)([A-Za-z0-9](?:[A-Za-z0-9.-]{0,58}[A-Za-z0-9])?)",
+    r"/[A-Za-z0-9](?:[A-Za-z0-9.-]{0,58}[A-Za-z0-9])?",
+    r"/[A-Za-z0-9](?:[A-Za-z0-9.-]{0,58}[A-Za-z0-9])?",
+    r"/[A-Za-z0-9](?:[A-Za-z0-9.-]{0,58}[A-Za-z0-9])?_\1",
+    r"_[A-Za-z0-9](?:[A-Za-z0-9.-]{0,58}[A-Za-z0-9])?",
+    r"_[A-Za-z0-9](?:[A-Za-z0-9.-]{0,58}[A-Za-z0-9])?\.sqlite$",
+);
+
+/// The refusals every operation of a service behind the gateway may give: 403 for a request
+/// that did not come through the gateway (`gateway_only`), and 413 for a body over `limit`.
+fn behind_gateway(paths: &mut Value, s: &Schemas, limit: &str) {
+    let operations = paths
+        .as_object_mut()
+        .into_iter()
+        .flat_map(|all| all.values_mut())
+        .filter_map(Value::as_object_mut)
+        .flat_map(|methods| methods.values_mut());
+    for op in operations {
+        let has_body = op.get("requestBody").is_some();
+        let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) else {
+            continue;
+        };
+        responses.insert(
+            "403".into(),
+            s.problem("the request did not come through the platform's gateway (the service runs with --gateway-token-file)"),
+        );
+        if has_body {
+            responses.insert(
+                "413".into(),
+                s.problem(&format!("the request body is larger than {limit}")),
+            );
+        }
+    }
 }
 
 fn query(name: &str, description: &str, schema: Value) -> Value {
@@ -108,26 +153,22 @@ pub fn coordinator() -> Value {
         ok.extend(problems(s));
         responses(ok)
     };
-    let tag = query(
-        "tag",
-        "the tag (default `default`)",
-        json!({ "type": "string", "default": Tag::DEFAULT }),
-    );
+    let tag = query("tag", "the tag (default `default`)", s.of::<Tag>());
     let session_id = path_param("id", json!({ "type": "string", "format": "uuid" }));
     let tag_action = |s: &Schemas, summary: &str, answer: Value| {
         json!({ "post": {
             "summary": summary,
-            "requestBody": s.body::<TagAction>(),
+            "requestBody": s.optional_body::<TagAction>(),
             "responses": with_problems(s, vec![("200", answer)])
         }})
     };
     let started = s.ok::<Started>("the collection started");
     let stopped = s.ok::<Stopped>("the collection stopping (or settled)");
     let ended = s.ok::<Ended>("the session ended");
-    let paths = json!({
+    let mut paths = json!({
         "/status": { "get": {
             "summary": "Agents, open session and active collection of a tag",
-            "parameters": [tag.clone(), query("limit", "agents listed (counts always cover all)", json!({ "type": "integer", "default": DEFAULT_STATUS_LIMIT }))],
+            "parameters": [tag.clone(), query("limit", "agents listed (counts always cover all)", json!({ "type": "integer", "minimum": 0, "maximum": usize::MAX, "default": DEFAULT_STATUS_LIMIT }))],
             "responses": with_problems(&s, vec![("200", s.ok::<TagStatus>("tag status"))])
         }},
         "/sessions": {
@@ -138,7 +179,7 @@ pub fn coordinator() -> Value {
             },
             "post": {
                 "summary": "Begin a session",
-                "requestBody": s.body::<BeginSession>(),
+                "requestBody": s.optional_body::<BeginSession>(),
                 "responses": with_problems(&s, vec![("201", s.ok::<SessionSummary>("the new session"))])
             }
         },
@@ -159,6 +200,7 @@ pub fn coordinator() -> Value {
         "/stop": tag_action(&s, "Stop the active collection", stopped),
         "/end": tag_action(&s, "End the session", ended),
     });
+    behind_gateway(&mut paths, &s, "64 KiB");
     document(
         "Nsight Coordinator API",
         &format!(
@@ -187,17 +229,26 @@ pub fn analysis() -> Value {
             ])
         }})
     };
-    let file = |s: &Schemas, summary: &str, name: bool| {
+    let file = |s: &Schemas, summary: &str, name: bool, types: &[&str]| {
         let mut parameters = vec![job_id.clone()];
         if name {
             parameters.push(path_param("name", json!({ "type": "string" })));
         }
+        let content: Map<String, Value> = types
+            .iter()
+            .map(|t| {
+                (
+                    (*t).to_owned(),
+                    json!({ "schema": { "type": "string", "format": "binary" } }),
+                )
+            })
+            .collect();
         json!({ "get": {
             "summary": summary,
             "parameters": parameters,
             "responses": responses(vec![
-                ("200", json!({ "description": "the file, streamed from storage (Content-Type by extension: text/csv, image/svg+xml, application/x-ipynb+json, text/html)",
-                     "content": { "application/octet-stream": { "schema": { "type": "string", "format": "binary" } } } })),
+                ("200", json!({ "description": "the file, streamed from storage (Content-Type by extension)",
+                     "content": content })),
                 ("400", s.problem("the id is not a UUID")),
                 ("404", s.problem("no such job or file (files exist once the job succeeded)")),
                 ("503", s.problem("storage could not be read")),
@@ -254,8 +305,8 @@ pub fn analysis() -> Value {
         },
         "/jobs/{id}/logs": job_get(&s, "The job's log", s.ok::<JobLogs>("log lines, oldest first")),
         "/jobs/{id}/files": job_get(&s, "The job's output files", s.ok::<JobFiles>("files")),
-        "/jobs/{id}/files/{name}": file(&s, "One output file", true),
-        "/jobs/{id}/notebook.html": file(&s, "The HTML rendering of the job's tables and figures", false),
+        "/jobs/{id}/files/{name}": file(&s, "One output file", true, &FILE_TYPES),
+        "/jobs/{id}/notebook.html": file(&s, "The HTML rendering of the job's tables and figures", false, &[file_content_type("notebook.html")]),
         "/jobs/{id}/cancel": { "post": {
             "summary": "Cancel a queued or running job (a running one is stopped within a second; the answer waits up to 2 s for it)",
             "parameters": [job_id],
@@ -271,6 +322,7 @@ pub fn analysis() -> Value {
     if let (Some(all), Value::Object(more)) = (paths.as_object_mut(), timeline_paths(&s)) {
         all.extend(more);
     }
+    behind_gateway(&mut paths, &s, "1 MiB");
     document(
         "Nsight Analysis API",
         &format!("Recipes (sandboxed Wasm components) run as jobs over a session's reports in storage; outputs are CSVs, SVG figures, a Jupyter notebook and an HTML page. Behind the gateway at {}.", routes::ANALYSIS_V1),
@@ -287,9 +339,9 @@ fn timeline_paths(s: &Schemas) -> Value {
     let report = required(
         "report",
         "the report's object key (<tag>/<session>/<collection>/<file>.sqlite)",
-        json!({ "type": "string" }),
+        json!({ "type": "string", "pattern": REPORT_KEY_PATTERN }),
     );
-    let int = json!({ "type": "integer", "minimum": 0 });
+    let int = json!({ "type": "integer", "minimum": 0, "maximum": u32::MAX });
     let refusals = |s: &Schemas| {
         vec![
             ("400", s.problem("a parameter is missing or malformed, or the file is not an Nsight Systems SQLite export")),
@@ -312,7 +364,7 @@ fn timeline_paths(s: &Schemas) -> Value {
             "summary": "One tile of one track: its events and bucket summaries, binary (nsight_contracts::timeline::Tile::encode). Carries an ETag; If-None-Match gives 304.",
             "parameters": [report.clone(),
                 required("track", "a track id", int.clone()),
-                required("level", "bucket width 2^level ns; at most the timeline's topLevel", int.clone()),
+                required("level", "bucket width 2^level ns; at most the timeline's topLevel", json!({ "type": "integer", "minimum": 0, "maximum": u8::MAX })),
                 required("index", "the tile's number from the timeline's start", int.clone())],
             "responses": with(s, ("200", json!({ "description": "the tile",
                 "content": { "application/octet-stream": { "schema": { "type": "string", "format": "binary" } } } })))
@@ -327,8 +379,8 @@ fn timeline_paths(s: &Schemas) -> Value {
         "/timeline/range": { "get": {
             "summary": "Per name, the events of the tracks that overlap [start, end): count, clipped total, busy time (union), p50 and p95",
             "parameters": [report.clone(),
-                required("start", "ns, the report's clock", json!({ "type": "integer" })),
-                required("end", "ns, after start", json!({ "type": "integer" })),
+                required("start", "ns, the report's clock", json!({ "type": "integer", "minimum": i64::MIN, "maximum": i64::MAX })),
+                required("end", "ns, after start", json!({ "type": "integer", "minimum": i64::MIN, "maximum": i64::MAX })),
                 query("tracks", "comma-separated track ids (default: every track with events)", json!({ "type": "string" }))],
             "responses": with(s, ("200", s.ok::<RangeSummary>("the aggregates, longest total first")))
         }},
@@ -451,6 +503,48 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn request_fields_carry_the_rules_the_services_check() {
+        let doc = coordinator();
+        let schemas = &doc["components"]["schemas"];
+        assert_eq!(schemas["Tag"]["pattern"], "^[A-Za-z0-9_.-]{1,63}$");
+        let begin = schemas["BeginSession"].to_string();
+        assert!(begin.contains("#/components/schemas/Tag"), "{begin}");
+        assert!(begin.contains("#/components/schemas/Title"), "{begin}");
+        assert_eq!(schemas["Title"]["maxLength"], 256);
+        assert!(schemas["Title"]["pattern"].as_str().unwrap().contains("/"));
+        let action = schemas["TagAction"].to_string();
+        assert!(
+            action.contains("#/components/schemas/SessionId"),
+            "{action}"
+        );
+        let status = &doc["paths"]["/status"]["get"];
+        assert_eq!(status["parameters"][1]["schema"]["minimum"], 0);
+        for (path, method) in [
+            ("/status", "get"),
+            ("/start", "post"),
+            ("/sessions", "post"),
+        ] {
+            let answers = &doc["paths"][path][method]["responses"];
+            assert!(answers.get("403").is_some(), "{path}: {answers}");
+            assert_eq!(answers.get("413").is_some(), method == "post", "{path}");
+        }
+        let doc = analysis();
+        let request = doc["components"]["schemas"]["JobRequest"].to_string();
+        assert!(request.contains("^[A-Za-z0-9.-]{1,60}$"), "{request}");
+        assert!(request.contains("\"maxItems\":16"), "{request}");
+        let file = &doc["paths"]["/jobs/{id}/files/{name}"]["get"]["responses"]["200"]["content"];
+        for t in analysis::FILE_TYPES {
+            assert!(file.get(t).is_some(), "{t}: {file}");
+        }
+        assert!(doc["paths"]["/jobs"]["post"]["responses"]
+            .get("413")
+            .is_some());
+        assert!(doc["paths"]["/jobs/{id}"]["get"]["responses"]
+            .get("403")
+            .is_some());
     }
 
     #[test]

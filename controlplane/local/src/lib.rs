@@ -13,7 +13,7 @@
 //! | module | owns |
 //! |---|---|
 //! | [`plan`] | settings -> ports, paths, child command lines, the gateway IR (pure) |
-//! | [`secrets`] | the API key file (generated once, mode 0600) |
+//! | [`secrets`] | the API key and gateway token files (generated once, mode 0600) |
 //! | [`ui_server`] | serving the built UI (a single-page app) |
 //! | [`status`] | the control plane's status endpoint (xDS ACK/NACK per node, metrics) |
 //! | [`platform`] | starting, watching and stopping the parts |

@@ -7,6 +7,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
+use nsight_contracts::gateway_only::GatewayToken;
 use nsight_gateway::ir::{AuthFilter, GatewayIr, IrError};
 use serde::Serialize;
 
@@ -108,6 +109,9 @@ pub struct Plan {
     /// The gateway's certificate when it serves HTTPS.
     pub gateway_tls: Option<TlsFiles>,
     pub api_key_file: PathBuf,
+    /// The secret the gateway adds to requests to the coordinator and the analysis service,
+    /// which refuse requests without it (mode 0600; `nsight_contracts::gateway_only`).
+    pub gateway_token_file: PathBuf,
     /// Envoy's admin interface (`/ready`, `/stats`, `/config_dump` with the API key,
     /// `/quitquitquit`): a Unix socket with mode 0600 in a 0700 directory, never a TCP port.
     pub envoy_admin_socket: PathBuf,
@@ -151,14 +155,8 @@ impl Plan {
         let p = s.ports;
         let at = |port| SocketAddr::new(s.address, port);
         let loopback = |port| SocketAddr::from(([127, 0, 0, 1], port));
-        let ready = |port| {
-            if s.address.is_unspecified() {
-                loopback(port)
-            } else {
-                at(port)
-            }
-        };
         let logs_dir = s.state_dir.join("logs");
+        let gateway_token_file = s.state_dir.join("gateway-token");
         let tls_dir = s.state_dir.join("tls");
         let reports_dir = s
             .storage_config
@@ -194,9 +192,12 @@ impl Plan {
             (None, Some(dir)) => vec!["--storage-dir".into(), arg(dir)],
             (None, None) => Vec::new(),
         };
+        // The REST APIs listen on loopback whatever the gateway's address: only Envoy, on this
+        // machine, forwards to them (with the gateway token). Agents may be elsewhere: the
+        // agent channel listens with the gateway.
         let mut coordinator = vec![
             "--http".into(),
-            at(p.coordinator_http).to_string(),
+            loopback(p.coordinator_http).to_string(),
             "--grpc".into(),
             at(p.coordinator_grpc).to_string(),
             "--state-dir".into(),
@@ -204,6 +205,8 @@ impl Plan {
             "--tls-dir".into(),
             arg(&tls_dir),
             "--generate-local-certs".into(),
+            "--gateway-token-file".into(),
+            arg(&gateway_token_file),
         ];
         // Local reports are downloaded through the storage port; an S3 server configured by the
         // user is not proxied, so its URLs are presigned for its own endpoint.
@@ -213,7 +216,9 @@ impl Plan {
         coordinator.extend(storage_args.iter().cloned());
         let mut analysis = vec![
             "--http".into(),
-            at(p.analysis).to_string(),
+            loopback(p.analysis).to_string(),
+            "--gateway-token-file".into(),
+            arg(&gateway_token_file),
             "--state-dir".into(),
             arg(&s.state_dir.join("analysis")),
             "--recipes-dir".into(),
@@ -226,14 +231,14 @@ impl Plan {
                 program: s.bin_dir.join("nsight-coordinator"),
                 args: coordinator,
                 log: logs_dir.join("coordinator.log"),
-                ready_at: ready(p.coordinator_http),
+                ready_at: loopback(p.coordinator_http),
             },
             ChildSpec {
                 name: "nsight-analysis",
                 program: s.bin_dir.join("nsight-analysis"),
                 args: analysis,
                 log: logs_dir.join("analysis.log"),
-                ready_at: ready(p.analysis),
+                ready_at: loopback(p.analysis),
             },
         ];
         Plan {
@@ -244,6 +249,7 @@ impl Plan {
             tls_dir,
             gateway_tls,
             api_key_file: s.state_dir.join("api-key"),
+            gateway_token_file,
             envoy_admin_socket: s.state_dir.join("envoy").join("admin.sock"),
             reports_dir,
             logs_dir,
@@ -259,19 +265,15 @@ impl Plan {
     /// The gateway: API routes behind API-key auth, the UI public, and on the storage port only
     /// the coordinator's signed-URL object path (local reports) or everything (an S3 server
     /// configured by the user is not proxied: its own endpoint serves downloads).
-    /// `tls` is the certificate chain and key (PEM) when [`Plan::gateway_tls`] is set.
+    /// `tls` is the certificate chain and key (PEM) when [`Plan::gateway_tls`] is set;
+    /// `gateway_token` goes to the coordinator and the analysis service with every request.
     pub fn gateway_ir(
         &self,
         api_key: &str,
+        gateway_token: &GatewayToken,
         tls: Option<(&str, &str)>,
     ) -> Result<GatewayIr, IrError> {
-        let internal = |port| {
-            if self.address.is_unspecified() {
-                SocketAddr::from(([127, 0, 0, 1], port))
-            } else {
-                SocketAddr::new(self.address, port)
-            }
-        };
+        let internal = |port| SocketAddr::from(([127, 0, 0, 1], port));
         let mut gw = GatewayIr::local()
             .listen(
                 &self.address.to_string(),
@@ -282,6 +284,7 @@ impl Plan {
             .coordinator_health_check("/healthz")
             .analysis(internal(self.ports.analysis))
             .ui(internal(self.ports.ui))
+            .gateway_token(gateway_token.clone())
             .auth(
                 AuthFilter::api_key(&self.auth_filter, &[api_key])
                     .with_lean_module(&self.auth_filter_lean),
@@ -303,6 +306,10 @@ mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
 
     use super::*;
+
+    fn token() -> GatewayToken {
+        GatewayToken::parse(&"t".repeat(40)).unwrap()
+    }
 
     fn settings() -> Settings {
         Settings {
@@ -348,7 +355,9 @@ mod tests {
         assert!(analysis.contains("--recipes-dir /w/recipes"), "{analysis}");
         assert!(analysis.contains("--storage-dir /s/reports"), "{analysis}");
 
-        let ir = plan.gateway_ir("k".repeat(32).as_str(), None).unwrap();
+        let ir = plan
+            .gateway_ir("k".repeat(32).as_str(), &token(), None)
+            .unwrap();
         assert!(ir.listeners.iter().all(|l| l.tls_secret.is_none()));
         let storage = ir
             .listeners
@@ -384,7 +393,7 @@ mod tests {
                 .contains("--storage-public-url"),
             "S3 URLs are presigned for the S3 endpoint, not for an unproxied port"
         );
-        let ir = plan.gateway_ir(&"k".repeat(32), None).unwrap();
+        let ir = plan.gateway_ir(&"k".repeat(32), &token(), None).unwrap();
         assert!(ir.listeners.iter().all(|l| l.port != 9000));
     }
 
@@ -403,7 +412,7 @@ mod tests {
             .join(" ")
             .contains("--storage-public-url https://localhost:9000"));
         let ir = plan
-            .gateway_ir(&"k".repeat(32), Some(("CERT", "KEY")))
+            .gateway_ir(&"k".repeat(32), &token(), Some(("CERT", "KEY")))
             .unwrap();
         for port in [8888, 9000] {
             let listener = ir.listeners.iter().find(|l| l.port == port).unwrap();
@@ -426,12 +435,50 @@ mod tests {
     }
 
     #[test]
-    fn a_wildcard_address_is_reached_on_loopback() {
+    fn a_wildcard_address_opens_the_gateway_and_agent_channel_not_the_services() {
         let mut s = settings();
         s.address = "0.0.0.0".parse().unwrap();
         let plan = Plan::new(&s);
         assert_eq!(plan.gateway_url, "http://127.0.0.1:8888");
         assert_eq!(plan.children[0].ready_at.to_string(), "127.0.0.1:18080");
-        assert!(plan.children[0].args.contains(&"0.0.0.0:18080".to_string()));
+        let coordinator = plan.children[0].args.join(" ");
+        assert!(
+            coordinator.contains("--http 127.0.0.1:18080"),
+            "{coordinator}"
+        );
+        assert!(
+            coordinator.contains("--grpc 0.0.0.0:18081"),
+            "{coordinator}"
+        );
+        let analysis = plan.children[1].args.join(" ");
+        assert!(analysis.contains("--http 127.0.0.1:18082"), "{analysis}");
+        let ir = plan.gateway_ir(&"k".repeat(32), &token(), None).unwrap();
+        assert!(ir.listeners.iter().all(|l| l.address == "0.0.0.0"));
+        for u in &ir.upstreams {
+            assert_eq!(u.endpoints[0].host, "127.0.0.1", "{}", u.name);
+        }
+    }
+
+    #[test]
+    fn the_gateway_token_goes_to_the_services_and_nowhere_else() {
+        let plan = Plan::new(&settings());
+        for child in &plan.children {
+            assert!(
+                child
+                    .args
+                    .join(" ")
+                    .contains("--gateway-token-file /s/gateway-token"),
+                "{}",
+                child.name
+            );
+        }
+        let ir = plan.gateway_ir(&"k".repeat(32), &token(), None).unwrap();
+        let with_token: Vec<&str> = ir
+            .upstreams
+            .iter()
+            .filter(|u| u.gateway_token.as_ref() == Some(&token()))
+            .map(|u| u.name.as_str())
+            .collect();
+        assert_eq!(with_token, ["coordinator", "analysis"]);
     }
 }

@@ -11,6 +11,7 @@ use std::{
 };
 
 use anyhow::{bail, Context, Result};
+use nsight_contracts::gateway_only::GatewayToken;
 use nsight_gateway::{
     bootstrap::{AdminAddress, Bootstrap},
     server::{XdsHandle, XdsServer},
@@ -146,6 +147,9 @@ pub async fn start(settings: &Settings) -> Result<Running> {
     std::fs::create_dir_all(&plan.logs_dir)
         .with_context(|| format!("creating {}", plan.logs_dir.display()))?;
     let api_key = secrets::load_or_create(&plan.api_key_file)?;
+    // Before the services start: they read it at start.
+    let gateway_token = GatewayToken::parse(&secrets::load_or_create(&plan.gateway_token_file)?)
+        .with_context(|| plan.gateway_token_file.display().to_string())?;
     let mut running = Running {
         plan: plan.clone(),
         api_key: api_key.clone(),
@@ -172,7 +176,8 @@ pub async fn start(settings: &Settings) -> Result<Running> {
         running.children.push((spec.name, spec.log.clone(), child));
     }
 
-    let ui_addr = SocketAddr::new(plan.address, plan.ports.ui);
+    // Only Envoy, on this machine, fetches from it (the gateway's `/` route).
+    let ui_addr = SocketAddr::from(([127, 0, 0, 1], plan.ports.ui));
     let ui = tokio::net::TcpListener::bind(ui_addr)
         .await
         .with_context(|| {
@@ -194,6 +199,7 @@ pub async fn start(settings: &Settings) -> Result<Running> {
     };
     let ir = plan.gateway_ir(
         &api_key,
+        &gateway_token,
         tls.as_ref()
             .map(|(cert, key)| (cert.as_str(), key.as_str())),
     )?;

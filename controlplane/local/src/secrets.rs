@@ -1,5 +1,6 @@
-//! The local platform's API key: generated once (256 random bits, hex), kept in a file readable
-//! only by its owner, reused on every start so configured CLIs keep working. Never logged.
+//! The local platform's secrets, the API key and the gateway token: each generated once (256
+//! random bits, hex), kept in a file readable only by its owner, reused on every start so
+//! configured CLIs keep working. Never logged.
 
 use std::{
     io::Write as _,
@@ -10,11 +11,11 @@ use std::{
 /// Why the key file could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
-    #[error("cannot read or write the API key file {0}")]
+    #[error("cannot read or write the secret file {0}")]
     Io(String, #[source] std::io::Error),
-    #[error("the API key file {0} is readable by other users (mode {1:o}); run: chmod 600 {0}")]
+    #[error("the secret file {0} is readable by other users (mode {1:o}); run: chmod 600 {0}")]
     TooOpen(String, u32),
-    #[error("the API key in {0} is shorter than 16 characters; delete the file to get a new key")]
+    #[error("the secret in {0} is shorter than 16 characters; delete the file to get a new one")]
     TooShort(String),
 }
 

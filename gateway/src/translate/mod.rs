@@ -36,7 +36,10 @@ pub fn translate(ir: &GatewayIr) -> Result<Resources, IrError> {
     }
     for l in &ir.listeners {
         put(ResourceType::Listener, listener::listener(l));
-        put(ResourceType::Route, route::route_configuration(l));
+        put(
+            ResourceType::Route,
+            route::route_configuration(l, &ir.upstreams),
+        );
     }
     // Every type is present (possibly empty) so that removing the last resource of a type is
     // a change the protocol sends.

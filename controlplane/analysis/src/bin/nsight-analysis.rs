@@ -7,6 +7,7 @@ use nsight_analysis::{
     service::{serve, ServiceConfig},
     Limits, QueryLimits,
 };
+use nsight_contracts::gateway_only::GatewayToken;
 use nsight_storage::{LocalStore, StorageConfig, Store};
 
 #[derive(Debug, Parser)]
@@ -56,6 +57,11 @@ struct Args {
     /// limit named.
     #[arg(long, default_value_t = 1024)]
     sqlite_memory_mib: u64,
+    /// Answer the REST API only for requests that carry this file's secret in
+    /// `x-nsight-gateway-token`, which the gateway adds (docs/security.md); without it the API
+    /// answers any client that reaches the port.
+    #[arg(long, env = "NSIGHT_GATEWAY_TOKEN_FILE", value_name = "FILE")]
+    gateway_token_file: Option<PathBuf>,
     /// Print the REST API's OpenAPI document and exit.
     #[arg(long)]
     print_openapi: bool,
@@ -108,6 +114,15 @@ async fn main() -> anyhow::Result<()> {
             ..QueryLimits::default()
         },
     };
+    let gateway_token = match &args.gateway_token_file {
+        Some(path) => Some(read_gateway_token(path)?),
+        None => {
+            tracing::warn!(
+                "REST API WITHOUT --gateway-token-file: it answers any client that reaches its port"
+            );
+            None
+        }
+    };
     let running = serve(ServiceConfig {
         http_addr: args.http,
         state_dir: args.state_dir.clone(),
@@ -115,6 +130,7 @@ async fn main() -> anyhow::Result<()> {
         store: store(&args)?,
         max_concurrent_jobs: args.max_concurrent_jobs,
         limits,
+        gateway_token,
     })
     .await
     .map_err(|e| anyhow::anyhow!(nsight_analysis::service::error_chain(&e)))?;
@@ -126,4 +142,11 @@ async fn main() -> anyhow::Result<()> {
     );
     tokio::signal::ctrl_c().await?;
     Ok(())
+}
+
+fn read_gateway_token(path: &std::path::Path) -> anyhow::Result<GatewayToken> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        anyhow::anyhow!("cannot read the gateway token file {}: {e}", path.display())
+    })?;
+    GatewayToken::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }

@@ -39,13 +39,15 @@ pub fn listing_prefix(tag: &str, session: &str, collection: Option<&str>) -> Str
 }
 
 /// The `.sqlite` reports of the session (and collection, if given) in `listing`, sorted by
-/// key. Objects that are not reports of this session are ignored.
+/// key. Objects that are not reports of this session are ignored. `tag` is the user's (keys
+/// hold it sanitised: `my_tag` -> `my-tag`).
 pub fn select_reports(
     listing: &[ObjectInfo],
     tag: &str,
     session: &str,
     collection: Option<&str>,
 ) -> Vec<ReportKey> {
+    let tag = sanitize_component(tag);
     let mut out: Vec<ReportKey> = listing
         .iter()
         .filter_map(|o| ReportKey::parse(&o.key).ok())
@@ -136,6 +138,9 @@ mod tests {
         assert_eq!(one.len(), 1);
         assert_eq!(one[0].collection, "2");
         assert!(select_reports(&listing, "default", "s3", None).is_empty());
+        // A tag the coordinator accepts but keys hold sanitised.
+        let mine = [obj("my-tag/s1/1/app_my-tag_i_a.sqlite")];
+        assert_eq!(select_reports(&mine, "my_tag", "s1", None).len(), 1);
     }
 
     #[test]

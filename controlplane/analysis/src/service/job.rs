@@ -12,6 +12,8 @@
 
 use uuid::Uuid;
 
+use nsight_contracts::coordinator::Tag;
+
 use super::inputs::{is_component, DEFAULT_TAG};
 use crate::RecipeInfo;
 
@@ -56,7 +58,8 @@ pub trait Validate {
 impl Validate for JobRequest {
     fn validate(self, info: &RecipeInfo) -> Result<JobSpec, JobError> {
         let tag = self.tag.unwrap_or_else(|| DEFAULT_TAG.to_owned());
-        check_component("tag", &tag)?;
+        // The coordinator's rule (`my_tag` is a tag); storage keys hold it sanitised.
+        Tag::parse(&tag).map_err(|e| JobError::Invalid(e.to_string()))?;
         let inputs = match (self.session, self.collection, self.inputs) {
             (Some(session), collection, None) => vec![JobInput {
                 session,

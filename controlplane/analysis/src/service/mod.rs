@@ -47,6 +47,9 @@ pub struct ServiceConfig {
     pub store: Store,
     pub max_concurrent_jobs: usize,
     pub limits: Limits,
+    /// The REST API answers only requests carrying this secret, which the gateway adds
+    /// (`nsight_contracts::gateway_only`); `None`: any client.
+    pub gateway_token: Option<nsight_contracts::gateway_only::GatewayToken>,
 }
 
 /// A running service. Dropping it does not stop it; the tasks run until the process ends.
@@ -146,7 +149,7 @@ pub async fn serve(config: ServiceConfig) -> Result<Running, ServeError> {
         addr: config.http_addr,
         source,
     })?;
-    let app = rest::router(svc);
+    let app = rest::router(svc, config.gateway_token.clone());
     tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!(error = %e, "REST server stopped");

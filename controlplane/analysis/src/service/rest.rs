@@ -11,7 +11,8 @@ use axum::{
     Json, Router,
 };
 use nsight_contracts::{
-    analysis::{JobFiles, JobList, JobLogs, JobsQuery, RecipeList},
+    analysis::{file_content_type, JobFiles, JobList, JobLogs, JobsQuery, RecipeList},
+    gateway_only::{self, GatewayToken},
     request::{self, QueryOf},
     routes,
 };
@@ -31,8 +32,9 @@ use super::{
 /// The largest request body (a job request: a recipe, its arguments and its inputs).
 pub const MAX_BODY_BYTES: usize = 1 << 20;
 
-/// The API under `/v1` and `/analysis/v1`, plus `/healthz`.
-pub fn router(svc: Service) -> Router {
+/// The API under `/v1` and `/analysis/v1` (only for the gateway when `gateway_token` is set),
+/// plus `/healthz`.
+pub fn router(svc: Service, gateway_token: Option<GatewayToken>) -> Router {
     let api = Router::new()
         .route("/recipes", get(list_recipes))
         .route("/recipes/{name}", get(get_recipe))
@@ -48,6 +50,7 @@ pub fn router(svc: Service) -> Router {
         .fallback(|| async { Problem::new(404, "no such endpoint; see /v1/openapi.json") })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(svc);
+    let api = gateway_only::require(api, gateway_token);
     Router::new()
         .route(routes::HEALTHZ, get(|| async { "ok" }))
         .nest(routes::V1, api.clone())
@@ -118,16 +121,6 @@ async fn job_files(
     Ok(Json(JobFiles { files: job.files }).into_response())
 }
 
-fn content_type(name: &str) -> &'static str {
-    match name.rsplit_once('.').map(|(_, ext)| ext) {
-        Some("csv") => "text/csv; charset=utf-8",
-        Some("ipynb") => "application/x-ipynb+json",
-        Some("html") => "text/html; charset=utf-8",
-        Some("svg") => "image/svg+xml",
-        _ => "application/octet-stream",
-    }
-}
-
 /// Streams one of the job's files from storage.
 async fn stream_file(
     svc: &Service,
@@ -158,7 +151,7 @@ async fn stream_file(
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static(content_type(name)),
+        HeaderValue::from_static(file_content_type(name)),
     );
     headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
     headers.insert(

@@ -157,12 +157,13 @@ async fn event(State(svc): State<Service>, Query(q): Params) -> Result<Response,
 async fn range(State(svc): State<Service>, Query(q): Params) -> Result<Response, Problem> {
     let start: i64 = number(&q, "start")?;
     let end: i64 = number(&q, "end")?;
+    // The report first: a missing one is a 404 whatever the range says.
+    let l = loaded(&svc, &q).await?;
     if end <= start {
         return Err(Problem::bad_request(format!(
             "the range is empty: end ({end}) must be after start ({start})"
         )));
     }
-    let l = loaded(&svc, &q).await?;
     let tracks = match q.get("tracks").filter(|t| !t.is_empty()) {
         None => l.index.event_tracks(),
         Some(list) => {

@@ -32,6 +32,7 @@ pub const DEFAULT_STATUS_LIMIT: usize = 100;
 #[serde(deny_unknown_fields)]
 pub struct StatusQuery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "super::Tag"))]
     pub tag: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
@@ -43,8 +44,10 @@ pub struct StatusQuery {
 #[serde(deny_unknown_fields)]
 pub struct SessionsQuery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "super::Tag"))]
     pub tag: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "super::SessionState"))]
     pub state: Option<String>,
 }
 
@@ -54,8 +57,10 @@ pub struct SessionsQuery {
 #[serde(deny_unknown_fields)]
 pub struct BeginSession {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "super::Tag"))]
     pub tag: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "super::Title"))]
     pub title: Option<String>,
 }
 
@@ -66,8 +71,10 @@ pub struct BeginSession {
 #[serde(deny_unknown_fields)]
 pub struct TagAction {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "super::Tag"))]
     pub tag: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "SessionId"))]
     pub session: Option<String>,
 }
 

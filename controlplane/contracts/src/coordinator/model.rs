@@ -139,7 +139,15 @@ impl From<Tag> for String {
 /// path separators and the names `.` and `..` are rejected too.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[cfg_attr(feature = "schema", schemars(extend("minLength" = 1, "maxLength" = 256)))]
+// No control characters (C0, DEL, C1) and no path separators; `.` and `..` are refused too.
+#[cfg_attr(
+    feature = "schema",
+    schemars(extend(
+        "minLength" = 1,
+        "maxLength" = 256,
+        "pattern" = "^[^\\u0000-\\u001f\\u007f-\\u009f/\\\\]+$"
+    ))
+)]
 #[serde(try_from = "String", into = "String")]
 pub struct Title(String);
 

@@ -3,6 +3,7 @@
 use std::{net::SocketAddr, path::PathBuf};
 
 use clap::Parser;
+use nsight_contracts::gateway_only::GatewayToken;
 use nsight_coordinator::{
     server::{reports::StorageSpec, serve, ServerConfig},
     state::Config,
@@ -47,6 +48,11 @@ struct Args {
     /// http://localhost:9000); download URLs are signed for it.
     #[arg(long, env = "NSIGHT_STORAGE_PUBLIC_URL", value_name = "URL")]
     storage_public_url: Option<String>,
+    /// Answer the REST API only for requests that carry this file's secret in
+    /// `x-nsight-gateway-token`, which the gateway adds (docs/security.md); without it the API
+    /// answers any client that reaches the port.
+    #[arg(long, env = "NSIGHT_GATEWAY_TOKEN_FILE", value_name = "FILE")]
+    gateway_token_file: Option<PathBuf>,
     /// Print the REST API's OpenAPI document and exit.
     #[arg(long)]
     print_openapi: bool,
@@ -101,6 +107,15 @@ async fn main() -> anyhow::Result<()> {
         config,
         public_url: args.storage_public_url.clone(),
     });
+    let gateway_token = match &args.gateway_token_file {
+        Some(path) => Some(read_gateway_token(path)?),
+        None => {
+            tracing::warn!(
+                "REST API WITHOUT --gateway-token-file: it answers any client that reaches its port"
+            );
+            None
+        }
+    };
     let running = serve(ServerConfig {
         http_addr: args.http,
         grpc_addr: args.grpc,
@@ -108,6 +123,7 @@ async fn main() -> anyhow::Result<()> {
         agent_tls_dir: args.tls_dir,
         machine,
         storage,
+        gateway_token,
     })
     .await?;
     // A line tests and supervisors can wait for.
@@ -117,4 +133,11 @@ async fn main() -> anyhow::Result<()> {
     );
     tokio::signal::ctrl_c().await?;
     Ok(())
+}
+
+fn read_gateway_token(path: &std::path::Path) -> anyhow::Result<GatewayToken> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        anyhow::anyhow!("cannot read the gateway token file {}: {e}", path.display())
+    })?;
+    GatewayToken::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }

@@ -35,6 +35,9 @@ pub struct ServerConfig {
     /// Report storage: `session.json`, report listings and download URLs. `None`: the REST API
     /// answers report listings with 501.
     pub storage: Option<reports::StorageSpec>,
+    /// The REST API answers only requests carrying this secret, which the gateway adds
+    /// (`nsight_contracts::gateway_only`); `None`: any client.
+    pub gateway_token: Option<nsight_contracts::gateway_only::GatewayToken>,
 }
 
 /// A running coordinator: its bound addresses. Dropping it does not stop it; the tasks run
@@ -126,7 +129,7 @@ pub async fn serve(config: ServerConfig) -> Result<Running, ServeError> {
         }
         None => None,
     };
-    let app = rest::router(hub.clone(), reports);
+    let app = rest::router(hub.clone(), reports, config.gateway_token.clone());
     tokio::spawn(async move {
         if let Err(e) = axum::serve(http, app).await {
             tracing::error!(error = %e, "REST server stopped");

@@ -12,6 +12,7 @@ use axum::{
 };
 use nsight_contracts::{
     coordinator::{BeginSession, SessionList, SessionsQuery, StatusQuery, TagAction},
+    gateway_only::{self, GatewayToken},
     request::{self, query, Body, QueryOf},
     routes,
 };
@@ -40,9 +41,14 @@ impl FromRef<Api> for Hub {
     }
 }
 
-/// The API, served under both `/v1` and `/coordinator/v1` (the gateway's prefix); with a local
-/// report store, also the signed-URL object server at `/storage/v1/objects/`.
-pub fn router(hub: Hub, reports: Option<Arc<Reports>>) -> Router {
+/// The API, served under both `/v1` and `/coordinator/v1` (the gateway's prefix), only to the
+/// gateway when `gateway_token` is set; with a local report store, also the signed-URL object
+/// server at `/storage/v1/objects/` (each URL carries its own signature).
+pub fn router(
+    hub: Hub,
+    reports: Option<Arc<Reports>>,
+    gateway_token: Option<GatewayToken>,
+) -> Router {
     let objects = reports.as_ref().and_then(|r| r.object_router());
     let api = Router::new()
         .route("/status", get(status))
@@ -56,6 +62,7 @@ pub fn router(hub: Hub, reports: Option<Arc<Reports>>) -> Router {
         .fallback(|| async { Problem::new(404, "no such endpoint; see /v1/openapi.json") })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(Api { hub, reports });
+    let api = gateway_only::require(api, gateway_token);
     let root = Router::new()
         .route(routes::HEALTHZ, get(|| async { "ok" }))
         .nest(routes::V1, api.clone())

@@ -76,6 +76,20 @@ fn ids_must_be_key_components() {
     let mut r = request(&[]);
     r.tag = Some(String::new());
     assert!(r.validate(&info()).is_err());
+    let mut r = request(&[]);
+    r.tag = Some("a/b".into());
+    let err = r.validate(&info()).unwrap_err().to_string();
+    assert!(err.contains("only A-Z a-z 0-9 _ . - are allowed"), "{err}");
+}
+
+#[test]
+fn every_tag_the_coordinator_accepts_is_accepted() {
+    for tag in ["my_tag", "-lead", "trail.", "a--b", "default"] {
+        let mut r = request(&[]);
+        r.tag = Some(tag.into());
+        let spec = r.validate(&info()).unwrap();
+        assert_eq!(spec.tag, tag);
+    }
 }
 
 #[test]
