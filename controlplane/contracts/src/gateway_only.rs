@@ -73,7 +73,7 @@ impl GatewayToken {
 }
 
 #[cfg(feature = "axum")]
-pub use guard::require;
+pub use guard::{read, require};
 
 #[cfg(feature = "axum")]
 mod guard {
@@ -86,6 +86,20 @@ mod guard {
 
     use super::{GatewayToken, HEADER};
     use crate::Problem;
+
+    /// The token in the file a service's `--gateway-token-file` names (`None`: no flag), or
+    /// why it cannot be used. The one file read in this crate: every server reads it the same
+    /// way at start.
+    pub fn read(path: Option<&std::path::Path>) -> Result<Option<GatewayToken>, String> {
+        let Some(path) = path else {
+            return Ok(None);
+        };
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read the gateway token file {}: {e}", path.display()))?;
+        GatewayToken::parse(&text)
+            .map(Some)
+            .map_err(|e| format!("{}: {e}", path.display()))
+    }
 
     /// `api` answering only requests that carry `token` in [`HEADER`] (others get a 403
     /// problem that says where to send them); `None` leaves `api` open (a service run by hand
@@ -134,6 +148,24 @@ mod tests {
             GatewayToken::parse(&format!("{T} x")),
             Err(TokenError::NotVisibleAscii)
         );
+    }
+
+    #[cfg(feature = "axum")]
+    #[test]
+    fn a_token_file_is_read_or_refused_with_its_path() {
+        let dir = std::env::temp_dir().join(format!("gateway-token-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("token");
+        assert_eq!(read(None), Ok(None));
+        let missing = read(Some(&file)).unwrap_err();
+        assert!(
+            missing.contains("cannot read the gateway token file") && missing.contains("token")
+        );
+        std::fs::write(&file, "short\n").unwrap();
+        assert!(read(Some(&file)).unwrap_err().contains("at least 32"));
+        std::fs::write(&file, format!("{T}\n")).unwrap();
+        assert_eq!(read(Some(&file)).unwrap().unwrap().expose(), T);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

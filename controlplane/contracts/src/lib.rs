@@ -16,9 +16,10 @@
 //!
 //! What lives here: plain data, serde attributes, and syntax checks a client can run before
 //! sending (a tag's characters, a title's length, a recipe argument's value: [`form`]), and the
-//! reading of the CSV tables jobs write ([`table`]). What must not: I/O, clocks, state rules (who
-//! may start a collection, which job transitions are allowed): those stay with the service that
-//! owns the data. The OpenAPI documents in docs/api/ describe these types.
+//! reading of the CSV tables jobs write ([`table`]). What must not: I/O (one exception: the
+//! servers' gateway token file, [`gateway_only`]), clocks, state rules (who may start a
+//! collection, which job transitions are allowed): those stay with the service that owns the
+//! data. The OpenAPI documents in docs/api/ describe these types.
 
 pub mod analysis;
 pub mod coordinator;

@@ -3,7 +3,7 @@
 use std::{net::SocketAddr, path::PathBuf};
 
 use clap::Parser;
-use nsight_contracts::gateway_only::GatewayToken;
+use nsight_contracts::gateway_only;
 use nsight_coordinator::{
     server::{reports::StorageSpec, serve, ServerConfig},
     state::Config,
@@ -107,15 +107,13 @@ async fn main() -> anyhow::Result<()> {
         config,
         public_url: args.storage_public_url.clone(),
     });
-    let gateway_token = match &args.gateway_token_file {
-        Some(path) => Some(read_gateway_token(path)?),
-        None => {
-            tracing::warn!(
-                "REST API WITHOUT --gateway-token-file: it answers any client that reaches its port"
-            );
-            None
-        }
-    };
+    let gateway_token =
+        gateway_only::read(args.gateway_token_file.as_deref()).map_err(anyhow::Error::msg)?;
+    if gateway_token.is_none() {
+        tracing::warn!(
+            "REST API WITHOUT --gateway-token-file: it answers any client that reaches its port"
+        );
+    }
     let running = serve(ServerConfig {
         http_addr: args.http,
         grpc_addr: args.grpc,
@@ -133,11 +131,4 @@ async fn main() -> anyhow::Result<()> {
     );
     tokio::signal::ctrl_c().await?;
     Ok(())
-}
-
-fn read_gateway_token(path: &std::path::Path) -> anyhow::Result<GatewayToken> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        anyhow::anyhow!("cannot read the gateway token file {}: {e}", path.display())
-    })?;
-    GatewayToken::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
