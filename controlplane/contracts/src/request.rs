@@ -6,6 +6,8 @@
 //!   would fill a struct's fields in order: `["t", null]`), no `null` values (an optional field
 //!   is left out), then the type's own rules (unknown fields, types).
 //! - Query strings: a 400 problem quoting why the string does not parse.
+//! - [`refuse_oversized`]: a body declared over the limit is read and dropped before the 413, so
+//!   the gateway relays the 413 rather than a reset.
 
 use axum::{
     body::Bytes,
@@ -13,7 +15,7 @@ use axum::{
         rejection::{BytesRejection, QueryRejection},
         Query,
     },
-    http::StatusCode,
+    http::{header::CONTENT_LENGTH, StatusCode},
 };
 use serde::de::DeserializeOwned;
 
@@ -29,13 +31,7 @@ pub type QueryOf<T> = Result<Query<T>, QueryRejection>;
 pub fn json_object<T: DeserializeOwned>(bytes: Body, limit: usize) -> Result<T, Problem> {
     let bytes = bytes.map_err(|e| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            Problem::new(
-                413,
-                format!(
-                    "the request body is larger than {}; these requests are small JSON objects",
-                    size(limit)
-                ),
-            )
+            too_large(limit)
         } else {
             Problem::bad_request(format!("cannot read the request body: {}", e.body_text()))
         }
@@ -59,6 +55,52 @@ pub fn json_object<T: DeserializeOwned>(bytes: Body, limit: usize) -> Result<T, 
     }
     serde_json::from_value(value)
         .map_err(|e| Problem::bad_request(format!("invalid JSON body: {e}")))
+}
+
+fn too_large(limit: usize) -> Problem {
+    Problem::new(
+        413,
+        format!(
+            "the request body is larger than {}; these requests are small JSON objects",
+            size(limit)
+        ),
+    )
+}
+
+/// The most a refused body is read (and dropped) before the 413.
+const DRAIN_MAX: u64 = 64 << 20;
+
+/// `router` answering a request that declares (`Content-Length`) a body over `limit` with the
+/// 413 problem at once, but only after reading and dropping that body (up to 64 MiB, a frame at
+/// a time): a service that answers before the body is in closes the connection under the proxy
+/// still sending it, and Envoy turns that reset into a 503 ("upstream connect error or
+/// disconnect/reset before headers") instead of the 413.
+pub fn refuse_oversized(router: axum::Router, limit: usize) -> axum::Router {
+    router.layer(axum::middleware::from_fn_with_state(limit, oversized))
+}
+
+async fn oversized(
+    axum::extract::State(limit): axum::extract::State<usize>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    use http_body_util::BodyExt as _;
+    let declared = request
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    match declared {
+        Some(n) if n > limit as u64 => {
+            if n <= DRAIN_MAX {
+                let mut body = request.into_body();
+                while let Some(Ok(_)) = body.frame().await {}
+            }
+            too_large(limit).into_response()
+        }
+        _ => next.run(request).await,
+    }
 }
 
 /// The parsed query string, or a 400 problem saying why it does not parse.

@@ -50,6 +50,7 @@ pub fn router(svc: Service, gateway_token: Option<GatewayToken>) -> Router {
         .fallback(|| async { Problem::new(404, "no such endpoint; see /v1/openapi.json") })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(svc);
+    let api = request::refuse_oversized(api, MAX_BODY_BYTES);
     let api = gateway_only::require(api, gateway_token);
     Router::new()
         .route(routes::HEALTHZ, get(|| async { "ok" }))

@@ -62,6 +62,7 @@ pub fn router(
         .fallback(|| async { Problem::new(404, "no such endpoint; see /v1/openapi.json") })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(Api { hub, reports });
+    let api = request::refuse_oversized(api, MAX_BODY_BYTES);
     let api = gateway_only::require(api, gateway_token);
     let root = Router::new()
         .route(routes::HEALTHZ, get(|| async { "ok" }))
