@@ -15,6 +15,8 @@
 
 use std::sync::Arc;
 
+use subtle::ConstantTimeEq as _;
+
 /// The request header the gateway sets to the token.
 pub const HEADER: &str = "x-nsight-gateway-token";
 
@@ -62,13 +64,7 @@ impl GatewayToken {
 
     /// Whether `presented` is the token, in time that does not depend on where they differ.
     pub fn matches(&self, presented: &[u8]) -> bool {
-        let expected = self.0.as_bytes();
-        presented.len() == expected.len()
-            && presented
-                .iter()
-                .zip(expected)
-                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-                == 0
+        presented.ct_eq(self.0.as_bytes()).into()
     }
 }
 
