@@ -45,6 +45,7 @@ fn serve_connection(name: &str, stream: TcpStream) -> std::io::Result<()> {
         let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
         let mut length = 0usize;
         let mut close = false;
+        let mut token = None;
         loop {
             let mut header = String::new();
             if reader.read_line(&mut header)? == 0 {
@@ -60,9 +61,15 @@ fn serve_connection(name: &str, stream: TcpStream) -> std::io::Result<()> {
             if lower == "connection: close" {
                 close = true;
             }
+            if let Some(v) = header.trim().strip_prefix("x-nsight-gateway-token:") {
+                token = Some(v.trim().to_owned());
+            }
         }
         std::io::copy(&mut (&mut reader).take(length as u64), &mut std::io::sink())?;
-        let body = format!("{name} {path}");
+        let body = match token {
+            Some(t) => format!("{name} {path} token={t}"),
+            None => format!("{name} {path}"),
+        };
         let head = format!(
             "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n",
             body.len()

@@ -69,12 +69,27 @@ pub fn api_request(
     path: &str,
     body: Option<&Value>,
 ) -> (u16, Value) {
+    api_request_with(client, base, token, (method, path), body, &[])
+}
+
+/// [`api_request`] with extra request headers (the API server's service proxy forwards them).
+pub fn api_request_with(
+    client: &reqwest::blocking::Client,
+    base: &str,
+    token: &str,
+    (method, path): (&str, &str),
+    body: Option<&Value>,
+    headers: &[(&str, &str)],
+) -> (u16, Value) {
     let Ok(method) = reqwest::Method::from_bytes(method.as_bytes()) else {
         return (0, Value::Null);
     };
     let mut req = client
         .request(method, format!("{base}{path}"))
         .bearer_auth(token);
+    for (name, value) in headers {
+        req = req.header(*name, *value);
+    }
     if let Some(body) = body {
         req = req.json(body);
     }

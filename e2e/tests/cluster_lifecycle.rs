@@ -11,8 +11,9 @@
 //!                 an NsightAnalysis created after the kill to Ready
 //!   helm upgrade --set webhook.tag=gpu -> restarted samples register under tag `gpu`
 //! ```
-//! The coordinator's REST API is reached through the API server's service proxy here (the
-//! gateway and the CLI are `cluster_operator.rs`). Needs root, `cargo xtask image all` and
+//! The coordinator's REST API is reached through the API server's service proxy here, with
+//! the gateway token the operator issued (without it: 403, checked first; the gateway and the
+//! CLI are `cluster_operator.rs`). Needs root, `cargo xtask image all` and
 //! `cargo xtask setup helm` (CI does all three).
 
 #![allow(
@@ -36,9 +37,39 @@ use node_release::{create_ready, sample_deployment, Release};
 /// itself, and the release namespace has only the operator's Pod.
 const VALUES: &str = "image: {pullPolicy: Never}\nmachineConfig: null\nmultiTenant: {enabled: true, autoProvision: false}\nwebhook:\n  coordinatorUrl: 'https://nsight-coordinator.{namespace}.svc:8081'\n";
 
+/// The coordinator's REST API through the API server's service proxy, with the gateway token
+/// the operator issued (the coordinator answers nothing else: a namespace admin who can read
+/// the Secret can, as here, call it directly).
+struct Coordinator<'a> {
+    c: &'a cluster::Cluster,
+    base: String,
+    token: String,
+}
+
+impl<'a> Coordinator<'a> {
+    fn new(c: &'a cluster::Cluster, ns: &str, name: &str) -> Self {
+        let token = wait_for(Duration::from_secs(30), || c.gateway_token(ns, name))
+            .unwrap_or_else(|| panic!("no gateway token Secret for {ns}/{name}"));
+        Self {
+            c,
+            base: format!("/api/v1/namespaces/{ns}/services/http:{name}:http/proxy/v1"),
+            token,
+        }
+    }
+
+    fn call(&self, method: &str, rest: &str, body: Option<&Value>) -> (u16, Value) {
+        self.c.request_with(
+            method,
+            &format!("{}{rest}", self.base),
+            body,
+            &[("x-nsight-gateway-token", &self.token)],
+        )
+    }
+}
+
 /// The connected agents of `tag` by pod name, once there are `n`.
-fn connected(c: &cluster::Cluster, coordinator: &str, tag: &str, n: usize) -> Option<Vec<String>> {
-    let (_, status) = c.request("GET", &format!("{coordinator}/status?tag={tag}"), None);
+fn connected(coordinator: &Coordinator<'_>, tag: &str, n: usize) -> Option<Vec<String>> {
+    let (_, status) = coordinator.call("GET", &format!("/status?tag={tag}"), None);
     let pods: Vec<String> = status["agents"]
         .as_array()?
         .iter()
@@ -49,8 +80,8 @@ fn connected(c: &cluster::Cluster, coordinator: &str, tag: &str, n: usize) -> Op
 }
 
 /// The collection `index` of `session` once it is no longer open.
-fn settled(c: &cluster::Cluster, coordinator: &str, session: &str, index: usize) -> Option<Value> {
-    let (_, s) = c.request("GET", &format!("{coordinator}/sessions/{session}"), None);
+fn settled(coordinator: &Coordinator<'_>, session: &str, index: usize) -> Option<Value> {
+    let (_, s) = coordinator.call("GET", &format!("/sessions/{session}"), None);
     let col = s["collections"][index].clone();
     matches!(col["state"].as_str(), Some("completed" | "incomplete")).then_some(col)
 }
@@ -99,15 +130,32 @@ fn a_pod_deleted_mid_collection_a_killed_leader_and_a_helm_upgrade_keep_profilin
             json!({"app": "sample", "nvidia-nsight-profile": "enabled"}),
         ),
     );
-    let coordinator =
-        format!("/api/v1/namespaces/{ns}/services/http:nsight-coordinator:http/proxy/v1");
+    // Straight to the coordinator's Service without the gateway's token: refused.
+    let direct = format!("/api/v1/namespaces/{ns}/services/http:nsight-coordinator:http/proxy/v1");
+    let refused = wait_for(Duration::from_secs(60), || {
+        let (status, body) = c.request("POST", &format!("{direct}/start"), Some(&json!({})));
+        (status == 403).then_some(body)
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "the coordinator answered a client without the gateway's token\n{}",
+            c.describe_namespace(&ns)
+        )
+    });
+    assert!(
+        refused["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("forwarded by the platform's gateway")),
+        "{refused}"
+    );
+    let coordinator = Coordinator::new(&c, &ns, "nsight-coordinator");
     let pods = wait_for(Duration::from_secs(120), || {
-        connected(&c, &coordinator, "default", 2)
+        connected(&coordinator, "default", 2)
     })
     .unwrap_or_else(|| panic!("two agents never connected\n{}", c.describe_namespace(&ns)));
 
     // 1. A Pod deleted in the middle of a collection.
-    let (status, started) = c.request("POST", &format!("{coordinator}/start"), Some(&json!({})));
+    let (status, started) = coordinator.call("POST", "/start", Some(&json!({})));
     assert_eq!(status, 200, "start: {started}");
     let session = started["session"].as_str().expect("session").to_owned();
     std::thread::sleep(Duration::from_secs(1));
@@ -119,10 +167,10 @@ fn a_pod_deleted_mid_collection_a_killed_leader_and_a_helm_upgrade_keep_profilin
     );
     assert_eq!(status, 200, "delete {deleted}");
     std::thread::sleep(Duration::from_secs(1));
-    let (status, stopped) = c.request("POST", &format!("{coordinator}/stop"), Some(&json!({})));
+    let (status, stopped) = coordinator.call("POST", "/stop", Some(&json!({})));
     assert_eq!(status, 200, "stop: {stopped}");
     let first = wait_for(Duration::from_secs(90), || {
-        settled(&c, &coordinator, &session, 0)
+        settled(&coordinator, &session, 0)
     })
     .unwrap_or_else(|| panic!("collection 1 never settled\n{}", c.describe_namespace(&ns)));
     let kept_outcome = outcome_of(&first, kept).expect("the kept Pod's outcome");
@@ -135,7 +183,7 @@ fn a_pod_deleted_mid_collection_a_killed_leader_and_a_helm_upgrade_keep_profilin
 
     // 2. The replacement registers; the operator's Pod (the leader) is killed mid-session.
     let pods = wait_for(Duration::from_secs(120), || {
-        connected(&c, &coordinator, "default", 2).filter(|p| !p.contains(deleted))
+        connected(&coordinator, "default", 2).filter(|p| !p.contains(deleted))
     })
     .unwrap_or_else(|| panic!("no replacement agent\n{}", c.describe_namespace(&ns)));
     let (_, operator_pods) = c.request("GET", &format!("/api/v1/namespaces/{sys}/pods"), None);
@@ -149,7 +197,7 @@ fn a_pod_deleted_mid_collection_a_killed_leader_and_a_helm_upgrade_keep_profilin
         None,
     );
     assert_eq!(status, 200, "kill the leader {leader}");
-    let (status, started) = c.request("POST", &format!("{coordinator}/start"), Some(&json!({})));
+    let (status, started) = coordinator.call("POST", "/start", Some(&json!({})));
     assert_eq!(status, 200, "start while the operator restarts: {started}");
     assert_eq!(started["session"], session.as_str(), "{started}");
     // A resource created after the kill is reconciled by the next leader.
@@ -163,10 +211,10 @@ fn a_pod_deleted_mid_collection_a_killed_leader_and_a_helm_upgrade_keep_profilin
         )],
         &[("nsightanalyses", "nsight-analysis", "Ready")],
     );
-    let (status, stopped) = c.request("POST", &format!("{coordinator}/stop"), Some(&json!({})));
+    let (status, stopped) = coordinator.call("POST", "/stop", Some(&json!({})));
     assert_eq!(status, 200, "stop: {stopped}");
     let second = wait_for(Duration::from_secs(90), || {
-        settled(&c, &coordinator, &session, 1)
+        settled(&coordinator, &session, 1)
     })
     .unwrap_or_else(|| panic!("collection 2 never settled\n{}", c.describe_namespace(&ns)));
     assert_eq!(second["state"], "completed", "{second}");
@@ -188,7 +236,7 @@ fn a_pod_deleted_mid_collection_a_killed_leader_and_a_helm_upgrade_keep_profilin
     );
     assert_eq!(status, 200, "restart the samples: {deleted}");
     wait_for(Duration::from_secs(120), || {
-        connected(&c, &coordinator, "gpu", 2)
+        connected(&coordinator, "gpu", 2)
     })
     .unwrap_or_else(|| {
         panic!(

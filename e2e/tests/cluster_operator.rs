@@ -186,6 +186,30 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
         &["test", &release, "-n", &sys, "--timeout", "3m"],
     );
     assert!(tested.contains("Succeeded"), "helm test:\n{tested}");
+    // ...and only through it: a client on the Pod network (the API server's service proxy)
+    // that goes straight to the coordinator's or the analysis service's Service is refused,
+    // while the kubelet's health probes (no token) keep them Ready.
+    for (service, path) in [
+        (COORDINATOR, "v1/sessions"),
+        ("nsight-operator-analysis", "v1/recipes"),
+    ] {
+        let url = format!("/api/v1/namespaces/{sys}/services/http:{service}:http/proxy/{path}");
+        let (status, body) = c.request("GET", &url, None);
+        assert_eq!(
+            status, 403,
+            "{service} answered without the gateway: {body}"
+        );
+        assert_eq!(
+            body["title"], "Forbidden",
+            "{service}: a problem document: {body}"
+        );
+        let token = c
+            .gateway_token(&sys, service)
+            .expect("the operator's token Secret");
+        let (status, body) =
+            c.request_with("GET", &url, None, &[("x-nsight-gateway-token", &token)]);
+        assert_eq!(status, 200, "{service} with the gateway's token: {body}");
+    }
 
     // 3. autoconfigure, as a user with a kubeconfig: the URL through the port-forward helper,
     //    the key from the chart's Secret, the CA from the TLS Secret.

@@ -13,6 +13,7 @@ use std::{
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
+use nsight_contracts::gateway_only::GatewayToken;
 use nsight_e2e::{
     free_port,
     gateway::{named_upstream, LocalGateway},
@@ -42,6 +43,9 @@ fn token(keys: &TestKeys, sub: &str) -> String {
     let claims = json!({"iss": ISS, "aud": AUD, "sub": sub, "exp": now + 600, "iat": now});
     format!("Bearer {}", keys.sign("ES256", "ec-1", &claims))
 }
+
+/// tenant-c's coordinator requires this token (test only).
+const GATEWAY_TOKEN: &str = "ngt_test-only-routing-0123456789abcdef0123456789";
 
 fn tenants() -> Vec<Tenant> {
     vec![
@@ -123,8 +127,11 @@ fn tenants_reach_their_own_upstream_only() {
             .into_iter()
             .zip(&c_backends)
         {
-            ir.upstreams
-                .push(Upstream::new(name, "127.0.0.1", up.port()));
+            let mut upstream = Upstream::new(name, "127.0.0.1", up.port());
+            if name == "tenant-c-coordinator" {
+                upstream.gateway_token = Some(GatewayToken::parse(GATEWAY_TOKEN).unwrap());
+            }
+            ir.upstreams.push(upstream);
         }
         ir.listener_mut("gateway").unwrap().routing = Some(routing);
         ir
@@ -152,14 +159,21 @@ fn tenants_reach_their_own_upstream_only() {
     assert_eq!(get("/t/team-a", &alice, &[]).body, "tenant-a /");
     assert_eq!(get("/t/team-b/y", &bob, &[]).body, "tenant-b /y");
     // One cluster per backend: the path after the tenant prefix picks it.
+    // The routing filter sets the gateway token of the cluster it picked (a cluster_header
+    // route cannot), and drops one a client sent, where the cluster has a token or none.
+    let forged = [(
+        "x-nsight-gateway-token",
+        "forged-by-the-client-0123456789abcdef",
+    )];
     assert_eq!(
-        get("/t/team-c/coordinator/v1/s", &alice, &[]).body,
-        "tenant-c-coordinator /coordinator/v1/s"
+        get("/t/team-c/coordinator/v1/s", &alice, &forged).body,
+        format!("tenant-c-coordinator /coordinator/v1/s token={GATEWAY_TOKEN}")
     );
     assert_eq!(
-        get("/t/team-c/analysis/v1/j?x=1", &alice, &[]).body,
+        get("/t/team-c/analysis/v1/j?x=1", &alice, &forged).body,
         "tenant-c-analysis /analysis/v1/j?x=1"
     );
+    assert_eq!(get("/t/team-a/x", &alice, &forged).body, "tenant-a /x");
     problem(
         &get("/t/team-c/other", &alice, &[]),
         404,

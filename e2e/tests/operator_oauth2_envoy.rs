@@ -186,6 +186,7 @@ fn operator_built_oauth2_gateway_reaches_its_issuer_over_tls() {
                 gateway: &gateway,
                 services: &services,
                 secrets: &secrets,
+                gateway_tokens: &BTreeMap::new(),
                 now,
             },
             &settings,

@@ -112,6 +112,14 @@ fn tenants_of(table: &str) -> Vec<String> {
     config.tenants.keys().cloned().collect()
 }
 
+/// The gateway tokens in a published routing table, by cluster.
+fn tokens_of(table: &str) -> BTreeMap<String, String> {
+    serde_json::from_str::<Value>(table)
+        .ok()
+        .and_then(|t| serde_json::from_value(t["gateway_tokens"].clone()).ok())
+        .unwrap_or_default()
+}
+
 /// The routing filter's decision (its own code) on the published table.
 fn decide(table: &str, path: &str, identity: &str) -> Result<String, u16> {
     let config = RoutingConfig::parse(table.as_bytes()).unwrap();
@@ -223,7 +231,9 @@ fn a_shared_gateway_publishes_both_tenants_and_keeps_them_apart() {
     // The tenants' Services appear as the manager renders their CRs: wait for all three.
     let (clusters, table) = wait_for(WAIT, || {
         published(&xds, &node).filter(|(clusters, t)| {
-            tenants_of(t) == both && expected.iter().all(|c| clusters.iter().any(|x| x == c))
+            tenants_of(t) == both
+                && expected.iter().all(|c| clusters.iter().any(|x| x == c))
+                && tokens_of(t).len() == expected.len()
         })
     })
     .unwrap_or_else(|| {
@@ -236,6 +246,30 @@ fn a_shared_gateway_publishes_both_tenants_and_keeps_them_apart() {
         !clusters.iter().any(|c| c.contains("team-c")),
         "{clusters:?}"
     );
+    // Each tenant backend's gateway token, from the Secret the operator created for it, rides
+    // in the routing filter's table (the filter sets it on what it routes there).
+    let tokens = tokens_of(&table);
+    for (cluster, ns, service) in [
+        ("tenant-team-a-coordinator", "team-a", "coord"),
+        ("tenant-team-a-analysis", "team-a", "analysis"),
+        ("tenant-team-b-coordinator", "team-b", "coord"),
+    ] {
+        let secret = kube
+            .get(&format!(
+                "/api/v1/namespaces/{ns}/secrets/{service}-gateway-token"
+            ))
+            .unwrap_or_else(|| panic!("no gateway token Secret for {ns}/{service}"));
+        let issued = base64::Engine::decode(
+            &base64::engine::general_purpose::STANDARD,
+            secret["data"]["token"].as_str().unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            tokens.get(cluster).map(String::as_bytes),
+            Some(&issued[..]),
+            "{cluster}"
+        );
+    }
 
     // Each tenant reaches its own backends; the other tenant is denied.
     assert_eq!(

@@ -1,6 +1,7 @@
 //! Golden tests of the NsightGateway -> gateway IR translation: `tests/data/xds/<case>.yaml`
 //! (the NsightGateway, then Namespaces, Services and Secrets of the cluster; a Secret of another
-//! namespace is that tenant's API-key Secret) -> `<case>.out.yaml` (the conditions, the IR or
+//! namespace is that tenant's API-key Secret; `<service>-gateway-token` is that Service's
+//! gateway token) -> `<case>.out.yaml` (the conditions, the IR or
 //! why there is none, the auth filter's JSON configuration and the routing filter's table).
 //! `NSIGHT_UPDATE_GOLDEN=1 cargo test -p nsight-operator --test xds_golden` rewrites them.
 //! Test keys and certificates in the inputs are for tests only.
@@ -17,9 +18,12 @@ use base64::Engine as _;
 use k8s_openapi::api::core::v1::{Secret, Service};
 use nsight_api::NsightGateway;
 use nsight_gateway::translate::translate as to_envoy;
-use nsight_operator::xds::{
-    tenants::TenantInputs,
-    translate::{self, Inputs, XdsSettings},
+use nsight_operator::{
+    render::gateway_token,
+    xds::{
+        tenants::TenantInputs,
+        translate::{self, Inputs, XdsSettings},
+    },
 };
 use serde_json::{json, Value};
 
@@ -41,11 +45,19 @@ fn run(case: &str) -> (translate::Translation, Value) {
     let mut secrets = BTreeMap::new();
     let mut tenant_secrets = BTreeMap::new();
     let mut namespaces = BTreeMap::new();
+    let mut tokens = BTreeMap::new();
     for doc in &docs[1..] {
         match doc["kind"].as_str().unwrap() {
             "Service" => services.push(serde_json::from_value::<Service>(doc.clone()).unwrap()),
             "Secret" => {
                 let s: Secret = serde_json::from_value(doc.clone()).unwrap();
+                let name = s.metadata.name.clone().unwrap();
+                if let Some(service) = name.strip_suffix("-gateway-token") {
+                    let ns = s.metadata.namespace.clone().unwrap();
+                    let token = gateway_token::read(&s).expect("a valid gateway token");
+                    tokens.insert((ns, service.to_owned()), token);
+                    continue;
+                }
                 match s.metadata.namespace.clone() {
                     Some(ns) if ns != gateway.metadata.namespace.clone().unwrap() => {
                         tenant_secrets.insert(ns, s);
@@ -68,12 +80,14 @@ fn run(case: &str) -> (translate::Translation, Value) {
             gateway: &gateway,
             services: &services,
             secrets: &secrets,
+            gateway_tokens: &tokens,
             now: NOW,
         },
         &TenantInputs {
             namespaces: &namespaces,
             services: &services,
             api_key_secrets: &tenant_secrets,
+            gateway_tokens: &tokens,
         },
         &XdsSettings::default(),
     );
@@ -92,7 +106,15 @@ fn run(case: &str) -> (translate::Translation, Value) {
                 .collect();
             // The IR must translate to Envoy resources.
             to_envoy(ir).unwrap();
-            let mut view = json!({"conditions": conditions, "ir": ir, "auth": auth});
+            // Which upstreams the gateway sends a token to (the tokens themselves stay out).
+            let with_token: Vec<&str> = ir
+                .upstreams
+                .iter()
+                .filter(|u| u.gateway_token.is_some())
+                .map(|u| u.name.as_str())
+                .collect();
+            let mut view = json!({"conditions": conditions, "ir": ir, "auth": auth,
+                                  "gateway_token_to": with_token});
             let routing: Vec<Value> = ir
                 .listeners
                 .iter()
@@ -181,6 +203,20 @@ fn open_gateway_routes_every_discovered_service() {
             "ui.research.svc.cluster.local:8080"
         ],
         "only operator-managed Services of the gateway's namespace"
+    );
+    // The coordinator's token (its Secret exists) rides on its route; analysis has none yet.
+    let with_token: Vec<&str> = ir
+        .upstreams
+        .iter()
+        .filter(|u| u.gateway_token.is_some())
+        .map(|u| u.name.as_str())
+        .collect();
+    assert_eq!(with_token, ["coordinator"]);
+    let yaml = nsight_gateway::render::to_yaml(&to_envoy(&ir).unwrap()).unwrap();
+    assert!(
+        yaml.contains("key: x-nsight-gateway-token")
+            && yaml.contains("ngt_test-only-research-0123456789abcdef0123456789abcdef"),
+        "the coordinator route sets the token:\n{yaml}"
     );
 }
 
@@ -486,6 +522,18 @@ fn a_shared_gateway_routes_each_tenant_to_its_own_backends_only() {
     ] {
         assert!(yaml.contains(needle), "{needle} missing");
     }
+    // team-a's coordinator token goes to the routing filter (a cluster_header route cannot set
+    // it), keyed by that cluster; the IR's own table holds no token.
+    assert!(!l.routing.as_ref().unwrap().config_json.contains("ngt_"));
+    let filter = to_envoy(&ir).unwrap();
+    let listener =
+        serde_json::to_string(&nsight_gateway::render::to_json(&filter).unwrap()).unwrap();
+    assert!(
+        listener.contains(
+            r#"\"gateway_tokens\":{\"tenant-team-a-coordinator\":\"ngt_test-only-team-a-"#
+        ),
+        "the routing filter's table carries team-a's coordinator token: {listener}"
+    );
 }
 
 #[test]

@@ -15,6 +15,7 @@ use axum::{
 };
 use nsight_contracts::{
     coordinator::Millis,
+    gateway_only::{self, GatewayToken},
     problem::MEDIA_TYPE,
     routes,
     tenant::{CapReached, LaunchStreamer, StreamerList, StreamersQuery, IDENTITY_HEADER},
@@ -35,6 +36,9 @@ pub struct Config {
     /// A streamer neither launched nor read for this long is deleted.
     pub idle: Duration,
     pub template: StreamerTemplate,
+    /// When set, the API answers only requests carrying it (the gateway adds it), so the
+    /// identity header cannot come from anyone else; `None` for a server run by hand.
+    pub gateway_token: Option<GatewayToken>,
 }
 
 /// The handlers' shared state.
@@ -65,8 +69,10 @@ pub fn now() -> Millis {
     Millis(u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// The API under `/v1` and `/tenant/v1`, and `/healthz`.
+/// The API under `/v1` and `/tenant/v1` (answering only the gateway when the config has a
+/// token), and `/healthz`.
 pub fn router(service: Service) -> Router {
+    let token = service.config.gateway_token.clone();
     let api = Router::new()
         .route("/streamers", get(list).post(launch))
         .route("/streamers/{name}", get(read).delete(remove))
@@ -95,6 +101,7 @@ pub fn router(service: Service) -> Router {
             )
         })
         .with_state(service);
+    let api = gateway_only::require(api, token);
     Router::new()
         .route(routes::HEALTHZ, get(|| async { "ok" }))
         .nest(routes::V1, api.clone())

@@ -111,6 +111,7 @@ fn a_launched_streamer_becomes_ready_with_its_url() {
                 max_active: 10,
                 idle: Duration::from_secs(3600),
                 template: StreamerTemplate::default(),
+                gateway_token: None,
             },
         )
         .await

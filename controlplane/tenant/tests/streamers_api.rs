@@ -193,6 +193,7 @@ fn launch_cap_owner_rbac_and_bad_input() {
                 cloud_storage_ref: Some("storage".into()),
                 image: None,
             },
+            gateway_token: None,
         },
     );
     let http = Http::new();
@@ -608,6 +609,7 @@ fn idle_streamers_are_reaped_and_reads_keep_them() {
             max_active: 10,
             idle,
             template: StreamerTemplate::default(),
+            gateway_token: None,
         },
     );
     let http = Http::new();
@@ -697,4 +699,66 @@ fn idle_streamers_are_reaped_and_reads_keep_them() {
         None,
     );
     assert_eq!(list["active"], 0, "{list}");
+}
+
+/// With a gateway token (as the operator deploys it), the API and the identity header it
+/// trusts answer only the gateway: a caller on the Pod network that forges `alice` gets 403
+/// and nothing is launched; with the token the same call works; `/healthz` stays open.
+#[test]
+fn only_the_gateway_reaches_the_api() {
+    const GATEWAY: &str = "x-nsight-gateway-token";
+    let token = "ngt_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    let kube = cluster(&[NS]);
+    apply_tenant_rbac(&kube, NS);
+    let rt = runtime();
+    let base = start_api(
+        &rt,
+        &kube,
+        NS,
+        Config {
+            max_active: 10,
+            idle: Duration::from_secs(3600),
+            template: StreamerTemplate::default(),
+            gateway_token: Some(
+                nsight_contracts::gateway_only::GatewayToken::parse(token).unwrap(),
+            ),
+        },
+    );
+    let http = Http::new();
+    let healthz = base.replace("/tenant/v1", "/healthz");
+    assert!(
+        wait_for(Duration::from_secs(10), || {
+            http.get(&healthz).send().ok().filter(|r| r.status() == 200)
+        })
+        .is_some(),
+        "the tenant API did not start (its /healthz needs no token)"
+    );
+    let (status, kind, refused) = launch(&http, &base, "alice");
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(kind, "application/problem+json");
+    assert!(
+        refused["detail"]
+            .as_str()
+            .unwrap()
+            .contains("forwarded by the platform's gateway"),
+        "{refused}"
+    );
+    let wrong = http
+        .get(format!("{base}/streamers"))
+        .header("x-nsight-auth-identity", "alice")
+        .header(GATEWAY, format!("{token}x"))
+        .send()
+        .unwrap();
+    assert_eq!(wrong.status(), 403, "a wrong token is refused too");
+    let list = kube.get(&streamers(NS)).unwrap();
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(0), "{list}");
+    let launched = http
+        .post(format!("{base}/streamers"))
+        .header("x-nsight-auth-identity", "alice")
+        .header(GATEWAY, token)
+        .header("content-type", "application/json")
+        .body(json!({"sessionId": SESSION}).to_string())
+        .send()
+        .unwrap();
+    assert_eq!(launched.status(), 201, "{:?}", launched.text());
 }

@@ -184,6 +184,41 @@ impl Cluster {
         crate::kube::api_request(&client, &self.url, &self.token, method, path, body)
     }
 
+    /// [`Self::request`] with extra headers, e.g. a gateway token through the service proxy.
+    pub fn request_with(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        headers: &[(&str, &str)],
+    ) -> (u16, Value) {
+        let Ok(client) = self.client() else {
+            return (0, Value::Null);
+        };
+        crate::kube::api_request_with(
+            &client,
+            &self.url,
+            &self.token,
+            (method, path),
+            body,
+            headers,
+        )
+    }
+
+    /// The gateway token the operator issued for the service `instance` in `namespace` (its
+    /// Secret `<instance>-gateway-token`), once it exists.
+    pub fn gateway_token(&self, namespace: &str, instance: &str) -> Option<String> {
+        let (status, secret) = self.request(
+            "GET",
+            &format!("/api/v1/namespaces/{namespace}/secrets/{instance}-gateway-token"),
+            None,
+        );
+        let encoded = secret["data"]["token"].as_str().filter(|_| status == 200)?;
+        let bytes =
+            base64::Engine::decode(&base64::engine::general_purpose::STANDARD, encoded).ok()?;
+        String::from_utf8(bytes).ok()
+    }
+
     /// Whether the API server answers and the node is Ready.
     pub fn node_ready(&self) -> bool {
         let (status, node) = self.request("GET", &format!("/api/v1/nodes/{NODE_NAME}"), None);

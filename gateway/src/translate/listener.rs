@@ -1,6 +1,6 @@
 //! IR listener -> Envoy `Listener`: one filter chain with the HTTP connection manager (routes
 //! over RDS on the same ADS stream), the auth filter then the tenant routing filter before the
-//! router, and TLS from an SDS secret when the listener has one. Bodies stream: no buffering
+//! router (the routing filter also given the gateway tokens of the tenants' upstreams), and TLS from an SDS secret when the listener has one. Bodies stream: no buffering
 //! filter is ever added.
 
 use xds_api::pb::envoy::{
@@ -16,14 +16,18 @@ use xds_api::pb::envoy::{
 
 use super::{ads_source, cluster::socket_address, duration, route_config_name, tls, wasm};
 use crate::{
-    ir::Listener,
+    ir::{Listener, Upstream},
     resources::{any, Resource, ResourceType},
 };
 
-pub(super) fn listener(l: &Listener) -> Resource {
+pub(super) fn listener(l: &Listener, upstreams: &[Upstream]) -> Resource {
     let routes = route_config_name(&l.name);
     let mut http_filters: Vec<HttpFilter> = l.auth.iter().map(wasm::auth_http_filter).collect();
-    http_filters.extend(l.routing.iter().map(wasm::routing_http_filter));
+    http_filters.extend(
+        l.routing
+            .iter()
+            .map(|r| wasm::routing_http_filter(r, upstreams)),
+    );
     http_filters.push(HttpFilter {
         name: "envoy.filters.http.router".into(),
         config_type: Some(http_filter::ConfigType::TypedConfig(

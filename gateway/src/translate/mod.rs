@@ -35,7 +35,7 @@ pub fn translate(ir: &GatewayIr) -> Result<Resources, IrError> {
         put(ResourceType::Secret, secret::secret(s));
     }
     for l in &ir.listeners {
-        put(ResourceType::Listener, listener::listener(l));
+        put(ResourceType::Listener, listener::listener(l, &ir.upstreams));
         put(
             ResourceType::Route,
             route::route_configuration(l, &ir.upstreams),

@@ -15,7 +15,7 @@ use xds_api::pb::{
 };
 
 use crate::{
-    ir::{AuthFilter, TenantRouting},
+    ir::{AuthFilter, TenantRouting, Upstream},
     resources::any,
 };
 
@@ -112,8 +112,30 @@ pub fn auth_http_filter(auth: &AuthFilter) -> HttpFilter {
 /// can be disabled per route on its own).
 pub const ROUTING_FILTER_NAME: &str = "nsight.filters.http.routing";
 
+/// The routing table with `gateway_tokens`: for each upstream it names that has a gateway
+/// token, the token the filter sets on requests it routes there (a `cluster_header` route
+/// cannot add a header per cluster). Added here, not in the IR, so the IR never holds them.
+fn routing_config_with_tokens(routing: &TenantRouting, upstreams: &[Upstream]) -> String {
+    let tokens: serde_json::Map<String, serde_json::Value> = upstreams
+        .iter()
+        .filter(|u| routing.upstreams.contains(&u.name))
+        .filter_map(|u| Some((u.name.clone(), u.gateway_token.as_ref()?.expose().into())))
+        .collect();
+    if tokens.is_empty() {
+        return routing.config_json.clone();
+    }
+    match serde_json::from_str::<serde_json::Value>(&routing.config_json) {
+        Ok(mut config) if config.is_object() => {
+            config["gateway_tokens"] = serde_json::Value::Object(tokens);
+            config.to_string()
+        }
+        // Not ours to repair: the filter refuses it and says why.
+        _ => routing.config_json.clone(),
+    }
+}
+
 /// The HTTP filter running our tenant routing plugin (its own VM) with its routing table.
-pub fn routing_http_filter(routing: &TenantRouting) -> HttpFilter {
+pub fn routing_http_filter(routing: &TenantRouting, upstreams: &[Upstream]) -> HttpFilter {
     let wasm = Wasm {
         config: Some(PluginConfig {
             name: "nsight_routing".into(),
@@ -131,7 +153,7 @@ pub fn routing_http_filter(routing: &TenantRouting) -> HttpFilter {
                 }),
             }),
             configuration: Some(any(&StringValue {
-                value: routing.config_json.clone(),
+                value: routing_config_with_tokens(routing, upstreams),
             })),
             failure_policy: FAIL_CLOSED,
         }),

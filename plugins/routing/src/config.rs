@@ -9,10 +9,14 @@
 //!               "identities": ["alice", "ci-team-a"]},
 //!              {"namespace": "team-b",                      // one cluster per backend:
 //!               "routes": [{"prefix": "/coordinator/", "cluster": "tenant-team-b-coordinator"},
-//!                          {"prefix": "/analysis/", "cluster": "tenant-team-b-analysis"}]}]}
+//!                          {"prefix": "/analysis/", "cluster": "tenant-team-b-analysis"}]}],
+//!  "gateway_tokens": {"tenant-team-b-coordinator": "ngt_..."}}  // optional, per cluster
 //! ```
 //! A tenant has a `cluster` (every path), `routes` (the longest prefix of the forwarded path
 //! wins; `cluster`, when also given, takes the rest), or both.
+//! `gateway_tokens` (added by the gateway's translation, never written by hand) holds the secret
+//! each of our services requires in `x-nsight-gateway-token`; the filter sets it on requests it
+//! routes to that cluster and removes a client-sent one from every request.
 //! The identity header may carry several comma-separated values (a list claim such as groups);
 //! any one of them may open a tenant. `api-key:<namespace>` (an API key bound to that tenant by
 //! the auth filter) always reaches its own namespace and no other.
@@ -48,6 +52,8 @@ struct RawConfig {
     #[serde(default)]
     identity_is_namespace: bool,
     tenants: Vec<RawTenant>,
+    #[serde(default)]
+    gateway_tokens: BTreeMap<String, String>,
 }
 
 #[derive(Deserialize)]
@@ -109,6 +115,8 @@ pub struct RoutingConfig {
     pub identity_is_namespace: bool,
     /// By namespace.
     pub tenants: BTreeMap<String, Tenant>,
+    /// The token to send to a cluster, by cluster name (absent: none is sent).
+    pub gateway_tokens: BTreeMap<String, String>,
 }
 
 /// Why a table is refused; the message says what to change.
@@ -126,6 +134,7 @@ pub enum ConfigError {
     BadHeader { field: &'static str, name: String },
     BadPrefix(String),
     SameHeader(String),
+    BadGatewayToken(String),
 }
 
 impl std::fmt::Display for ConfigError {
@@ -171,6 +180,11 @@ impl std::fmt::Display for ConfigError {
                 f,
                 "`tenant_source.path_prefix` {p:?} must start and end with '/' and contain no \
                  '?', '#' or whitespace, e.g. \"/t/\""
+            ),
+            Self::BadGatewayToken(cluster) => write!(
+                f,
+                "`gateway_tokens` of cluster {cluster:?} must name a cluster of the table and be \
+                 32-256 visible ASCII characters (the gateway's translation writes it)"
             ),
             Self::SameHeader(h) => write!(
                 f,
@@ -326,12 +340,24 @@ impl RoutingConfig {
                 return Err(ConfigError::DuplicateTenant(t.namespace));
             }
         }
+        let named = |c: &str| {
+            tenants
+                .values()
+                .any(|t| t.cluster.as_deref() == Some(c) || t.routes.iter().any(|(_, r)| r == c))
+        };
+        for (cluster, token) in &raw.gateway_tokens {
+            let visible = token.bytes().all(|b| b.is_ascii_graphic());
+            if !named(cluster) || !visible || !(32..=256).contains(&token.len()) {
+                return Err(ConfigError::BadGatewayToken(cluster.clone()));
+            }
+        }
         Ok(Self {
             source,
             identity_header,
             cluster_header,
             identity_is_namespace: raw.identity_is_namespace,
             tenants,
+            gateway_tokens: raw.gateway_tokens,
         })
     }
 }
@@ -354,6 +380,31 @@ mod tests {
         assert_eq!(c.identity_header, DEFAULT_IDENTITY_HEADER);
         assert_eq!(c.cluster_header, DEFAULT_CLUSTER_HEADER);
         assert_eq!(c.tenants["team-a"].cluster.as_deref(), Some("tenant-a"));
+    }
+
+    #[test]
+    fn gateway_tokens_name_known_clusters() {
+        let token = "ngt_0123456789abcdef0123456789abcdef";
+        let with = |cluster: &str, token: &str| {
+            parse(&ONE.replace(
+                "]}]}",
+                &format!(r#"]}}],"gateway_tokens":{{"{cluster}":"{token}"}}}}"#),
+            ))
+        };
+        let c = with("tenant-a", token).unwrap();
+        assert_eq!(c.gateway_tokens["tenant-a"], token);
+        assert!(parse(ONE).unwrap().gateway_tokens.is_empty());
+        for (cluster, bad) in [
+            ("tenant-b", token),
+            ("tenant-a", "short"),
+            ("tenant-a", &*format!("{token} x")),
+        ] {
+            assert_eq!(
+                with(cluster, bad),
+                Err(ConfigError::BadGatewayToken(cluster.into())),
+                "{cluster} {bad}"
+            );
+        }
     }
 
     #[test]

@@ -21,6 +21,8 @@ use crate::{
 
 /// Header set on forwarded requests: the tenant's namespace.
 const TENANT_HEADER: &str = "x-nsight-tenant";
+/// The secret our services require from the gateway (`nsight_contracts::gateway_only::HEADER`).
+const GATEWAY_TOKEN_HEADER: &str = "x-nsight-gateway-token";
 
 proxy_wasm::main! {{
     proxy_wasm::set_log_level(LogLevel::Info);
@@ -93,8 +95,11 @@ impl HttpContext for RoutingRequest {
         let Some(config) = self.config.clone() else {
             return fail("no routing table is configured");
         };
-        // Only this filter chooses the cluster: a client-sent value is dropped first.
-        if !set(&config.cluster_header, None) || !set(TENANT_HEADER, None) {
+        // Only this filter chooses the cluster (and sends a token): client-sent values go first.
+        if !set(&config.cluster_header, None)
+            || !set(TENANT_HEADER, None)
+            || !set(GATEWAY_TOKEN_HEADER, None)
+        {
             return fail("could not remove client-sent routing headers");
         }
         let path = header(":path");
@@ -118,7 +123,12 @@ impl HttpContext for RoutingRequest {
                 path,
             } => {
                 let path_ok = path.as_deref().is_none_or(|p| set(":path", Some(p)));
+                let token_ok = config
+                    .gateway_tokens
+                    .get(&cluster)
+                    .is_none_or(|t| set(GATEWAY_TOKEN_HEADER, Some(t)));
                 if !path_ok
+                    || !token_ok
                     || !set(TENANT_HEADER, Some(&namespace))
                     || !set(&config.cluster_header, Some(&cluster))
                 {

@@ -44,7 +44,7 @@ use crate::{
     render::{
         self,
         storage::{Backend, Credentials},
-        Desired, ObjectKind,
+        Component, Desired, ObjectKind,
     },
     tool_args,
 };
@@ -367,6 +367,7 @@ impl Managed for NsightTenantOperator {
     const KIND: &'static str = "NsightTenantOperator";
     const OWNS: &'static [ObjectKind] = &[
         ObjectKind::ServiceAccount,
+        ObjectKind::Secret,
         ObjectKind::Role,
         ObjectKind::RoleBinding,
         ObjectKind::Service,
@@ -378,8 +379,12 @@ impl Managed for NsightTenantOperator {
     }
 
     fn desired<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, Result<Desired, Error>> {
-        async move { render::tenant_operator::render(self, &ctx.settings).map_err(Error::Render) }
-            .boxed()
+        async move {
+            let desired =
+                render::tenant_operator::render(self, &ctx.settings).map_err(Error::Render)?;
+            super::with_gateway_token(desired, self, Component::TenantOperator)
+        }
+        .boxed()
     }
 
     fn watch_owned(

@@ -55,8 +55,8 @@ use crate::{
     conditions::{self, Cond},
     metrics::Metrics,
     render::{
-        self, Desired, Object, ObjectKind, RenderError, RenderSettings, LABEL_MANAGED_BY,
-        LABEL_OWNER_KIND, MANAGER,
+        self, Component, Desired, Object, ObjectKind, RenderError, RenderSettings,
+        LABEL_MANAGED_BY, LABEL_OWNER_KIND, MANAGER,
     },
 };
 
@@ -285,8 +285,10 @@ impl Managed for NsightCoordinator {
             let namespace = self.namespace().unwrap_or_default();
             let storage = coordinator_storage(ctx, &namespace, self).await?;
             if !render::coordinator::encrypted(self) {
-                return render::coordinator::render(self, storage.as_ref(), None, &ctx.settings)
-                    .map_err(Error::Render);
+                let desired =
+                    render::coordinator::render(self, storage.as_ref(), None, &ctx.settings)
+                        .map_err(Error::Render)?;
+                return with_gateway_token(desired, self, Component::Coordinator);
             }
             let (files, create) = agent_tls(ctx, self, &namespace).await?;
             let fingerprint = certs::fingerprint(&files);
@@ -300,7 +302,7 @@ impl Managed for NsightCoordinator {
             if let Some(secret) = create {
                 desired.objects.insert(0, Object::Secret(secret));
             }
-            Ok(desired)
+            with_gateway_token(desired, self, Component::Coordinator)
         }
         .boxed()
     }
@@ -315,6 +317,19 @@ impl Managed for NsightCoordinator {
             c.spec.cloud_storage_ref.as_deref()
         })
     }
+}
+
+/// `desired` with the gateway-token Secret of `cr` first (a fresh token: `create_once` keeps
+/// the one that exists), so the Deployment that mounts it never waits for it.
+pub(crate) fn with_gateway_token<K: Resource<DynamicType = ()>>(
+    mut desired: Desired,
+    cr: &K,
+    component: Component,
+) -> Result<Desired, Error> {
+    let token = render::gateway_token::generate();
+    let secret = render::gateway_token::secret(cr, component, &token).map_err(Error::Render)?;
+    desired.objects.insert(0, Object::Secret(secret));
+    Ok(desired)
 }
 
 /// The agent-channel files of `cr` as they will be after this reconcile, and the Secret to
@@ -466,7 +481,9 @@ impl Managed for NsightAnalysis {
                 }
                 _ => None,
             };
-            render::analysis::render(self, storage.as_ref(), &ctx.settings).map_err(Error::Render)
+            let desired = render::analysis::render(self, storage.as_ref(), &ctx.settings)
+                .map_err(Error::Render)?;
+            with_gateway_token(desired, self, Component::Analysis)
         }
         .boxed()
     }

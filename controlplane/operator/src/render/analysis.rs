@@ -5,11 +5,14 @@
 //! generated Secret: `storage::config_secret`) is mounted and passed as `--storage-config`;
 //! otherwise (no reference, in-Pod or disabled storage) reports are read from a local directory
 //! (`--storage-dir`).
+//!
+//! Its API answers only the gateway: the Secret `<name>-gateway-token` is mounted as
+//! `--gateway-token-file` (`gateway_token`).
 
 use nsight_api::{NsightAnalysis, NsightCloudStorageConfig};
 
 use super::{
-    storage,
+    gateway_token, storage,
     workload::{self, Main, Port},
     Component, Desired, Object, Owner, RenderError, RenderSettings,
 };
@@ -53,6 +56,7 @@ pub fn render(
         health_path: Some("/healthz"),
         ..Main::default()
     };
+    gateway_token::mount(&mut main, &owner);
     match storage.and_then(storage::config_secret) {
         Some(secret) => {
             let file = storage::mount_config(&mut main, &secret, STORAGE_DIR);

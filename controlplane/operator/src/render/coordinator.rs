@@ -12,6 +12,9 @@
 //! Reports: the NsightCloudStorageConfig the controller resolved (`cloudStorageRef`, else the
 //! namespace's only one) is mounted as `--storage-config`, so `ls` and `download` serve what
 //! the agents uploaded; `storagePublicUrl` becomes `--storage-public-url`.
+//!
+//! Its REST API answers only the gateway: the Secret `<name>-gateway-token` is mounted as
+//! `--gateway-token-file` (`gateway_token`); the agent channel has its own mutual TLS.
 
 use std::collections::BTreeMap;
 
@@ -22,7 +25,7 @@ use k8s_openapi::{
 use nsight_api::{NsightCloudStorageConfig, NsightCoordinator};
 
 use super::{
-    storage,
+    gateway_token, storage,
     workload::{self, Main, Port},
     Component, Desired, Object, Owner, RenderError, RenderSettings,
 };
@@ -116,6 +119,7 @@ pub fn render(
         health_path: Some("/healthz"),
         ..Main::default()
     };
+    gateway_token::mount(&mut main, &owner);
     if encrypted(cr) {
         main.args.extend(["--tls-dir".into(), TLS_DIR.into()]);
         main.volumes.push(Volume {

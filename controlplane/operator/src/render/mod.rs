@@ -16,6 +16,7 @@ pub mod analysis;
 pub mod cloud_ui;
 pub mod coordinator;
 pub mod gateway;
+pub mod gateway_token;
 pub mod otel_collector;
 pub mod otlp_proxy;
 pub mod perf_event;

@@ -9,6 +9,7 @@ use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject
 use nsight_api::NsightTenantOperator;
 
 use super::{
+    gateway_token,
     workload::{self, Main, Port},
     Component, Desired, Object, Owner, RenderError, RenderSettings,
 };
@@ -67,13 +68,15 @@ pub fn render(
     {
         args.extend(["--idle-timeout".into(), idle.clone()]);
     }
-    let main = Main {
+    let mut main = Main {
         image: settings.image(NAME),
         args,
         ports: ports.clone(),
         health_path: Some("/healthz"),
         ..Main::default()
     };
+    // The identity header is trusted because only the gateway can reach the API.
+    gateway_token::mount(&mut main, &owner);
     let mut service_account = workload::service_account(&owner);
     service_account.automount_service_account_token = Some(true);
     let mut deployment = workload::deployment(&owner, &cr.spec.workload, main);

@@ -44,12 +44,12 @@ use serde_json::json;
 
 use super::{
     tenants::{self, TenantInputs},
-    translate::{self, Inputs, XdsSettings},
+    translate::{self, GatewayTokens, Inputs, Role, XdsSettings},
 };
 use crate::{
     conditions::{self, Cond},
     controller::backoff,
-    render::{LABEL_MANAGED_BY, MANAGER},
+    render::{gateway_token, LABEL_COMPONENT, LABEL_INSTANCE, LABEL_MANAGED_BY, MANAGER},
 };
 
 /// The status field manager of this controller (the reconcile controller uses `nsight-operator`).
@@ -220,6 +220,41 @@ async fn tenant_reads(gw: &NsightGateway, client: &Client) -> Result<TenantReads
     Ok(reads)
 }
 
+/// The gateway tokens of `services` that need one (`render::gateway_token`): a Secret not
+/// created yet, or holding no valid token, gives none (the service then answers the gateway
+/// 403 until it appears; its creation is watched).
+async fn gateway_tokens<'a>(
+    client: &Client,
+    services: impl Iterator<Item = &'a Service>,
+) -> Result<GatewayTokens, Error> {
+    let mut tokens = GatewayTokens::new();
+    for svc in services {
+        let labels = svc.labels();
+        let role = labels.get(LABEL_COMPONENT).and_then(|c| Role::of(c));
+        let (Some(role), Some(instance), Some(ns)) =
+            (role, labels.get(LABEL_INSTANCE), svc.namespace())
+        else {
+            continue;
+        };
+        if !translate::needs_gateway_token(role) {
+            continue;
+        }
+        let name = gateway_token::secret_name(instance);
+        let found = Api::<Secret>::namespaced(client.clone(), &ns)
+            .get_opt(&name)
+            .await
+            .map_err(|source| Error::ReadSecret {
+                namespace: ns.clone(),
+                name: name.clone(),
+                source,
+            })?;
+        if let Some(token) = found.as_ref().and_then(gateway_token::read) {
+            tokens.insert((ns, svc.name_any()), token);
+        }
+    }
+    Ok(tokens)
+}
+
 async fn reconcile_inner(gw: &NsightGateway, ctx: &XdsContext) -> Result<Action, Error> {
     let namespace = gw.namespace().unwrap_or_default();
     let name = gw.name_any();
@@ -241,17 +276,20 @@ async fn reconcile_inner(gw: &NsightGateway, ctx: &XdsContext) -> Result<Action,
         }
     }
     let reads = tenant_reads(gw, &ctx.client).await?;
+    let tokens = gateway_tokens(&ctx.client, services.iter().chain(&reads.services)).await?;
     let out = translate::translate_with_tenants(
         &Inputs {
             gateway: gw,
             services: &services,
             secrets: &secrets,
+            gateway_tokens: &tokens,
             now: unix_now(),
         },
         &TenantInputs {
             namespaces: &reads.namespaces,
             services: &reads.services,
             api_key_secrets: &reads.secrets,
+            gateway_tokens: &tokens,
         },
         &ctx.settings,
     );
@@ -419,6 +457,10 @@ pub async fn run(ctx: Arc<XdsContext>, namespace: Option<String>) {
                     .filter(|g| {
                         (g.namespace() == ns && translate::referenced_secrets(g).contains(&name))
                             || tenant_key_name(g) == Some(name.as_str())
+                            // A service's gateway token: its own namespace's gateways, and
+                            // shared ones (which may route it as a tenant).
+                            || (gateway_token::is_token_secret(&name)
+                                && (g.namespace() == ns || g.spec.tenants.is_some()))
                     })
                     .map(|g| ObjectRef::from_obj(&*g))
                     .collect::<Vec<_>>()

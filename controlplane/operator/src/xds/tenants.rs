@@ -27,7 +27,7 @@ use nsight_routing_filter::RoutingConfig;
 
 use super::{
     secrets,
-    translate::{bad, discover, endpoint, ok, Role, XdsSettings},
+    translate::{bad, discover, ok, upstream_of, GatewayTokens, Role, XdsSettings},
 };
 use crate::{conditions::Cond, selector};
 
@@ -49,6 +49,8 @@ pub struct TenantInputs<'a> {
     pub services: &'a [Service],
     /// The tenant API-key Secrets that exist, by namespace.
     pub api_key_secrets: &'a BTreeMap<String, Secret>,
+    /// The gateway tokens of the tenants' Services.
+    pub gateway_tokens: &'a GatewayTokens,
 }
 
 /// The prefixes of the gateway's own routes, which a tenant's routes reuse.
@@ -163,13 +165,13 @@ pub fn plan(
         let mut routes = Vec::new();
         let mut names = Vec::new();
         for role in BACKENDS {
-            let Some((host, port)) = discover(inputs.services, ns, role, None)
-                .and_then(|svc| endpoint(svc, ns, settings))
+            let name = upstream_name(ns, role);
+            let Some(upstream) = discover(inputs.services, ns, role, None)
+                .and_then(|svc| upstream_of(&name, svc, ns, role, inputs.gateway_tokens, settings))
             else {
                 continue;
             };
-            let name = upstream_name(ns, role);
-            upstreams.push(Upstream::new(&name, &host, port));
+            upstreams.push(upstream);
             routes.push((prefixes.of(role).to_owned(), name));
             names.push(role.upstream());
             analysis |= role == Role::Analysis;

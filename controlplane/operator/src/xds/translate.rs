@@ -25,6 +25,7 @@ use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 use k8s_openapi::api::core::v1::{Secret, Service};
 use kube::ResourceExt;
 use nsight_api::NsightGateway;
+use nsight_contracts::gateway_only::GatewayToken;
 use nsight_gateway::{
     auth::{ApiKey, AuthPolicy, Jwks, JwtPolicy},
     ir::{GatewayIr, Listener, Route, TlsSecret, Upstream, GATEWAY_PORT, STORAGE_PROXY_PORT},
@@ -86,8 +87,36 @@ pub struct Inputs<'a> {
     pub services: &'a [Service],
     /// The referenced Secrets that exist, by name.
     pub secrets: &'a BTreeMap<String, Secret>,
+    /// The gateway tokens of the Services it may route to (`render::gateway_token`).
+    pub gateway_tokens: &'a GatewayTokens,
     /// Unix seconds.
     pub now: i64,
+}
+
+/// Gateway tokens by `(namespace, Service name)`: what the gateway sends each of our services.
+pub type GatewayTokens = BTreeMap<(String, String), GatewayToken>;
+
+/// The roles whose services require the gateway's token (not the UI: public static files; not
+/// storage: S3 signatures; neither must learn it).
+pub fn needs_gateway_token(role: Role) -> bool {
+    matches!(role, Role::Coordinator | Role::Analysis | Role::Tenant)
+}
+
+/// The upstream of `svc` (of `role`, in `ns`), carrying its gateway token when it needs one.
+pub(super) fn upstream_of(
+    name: &str,
+    svc: &Service,
+    ns: &str,
+    role: Role,
+    tokens: &GatewayTokens,
+    settings: &XdsSettings,
+) -> Option<Upstream> {
+    let (host, port) = endpoint(svc, ns, settings)?;
+    let mut upstream = Upstream::new(name, &host, port);
+    if needs_gateway_token(role) {
+        upstream.gateway_token = tokens.get(&(ns.to_owned(), svc.name_any())).cloned();
+    }
+    Some(upstream)
 }
 
 /// The IR when every input is valid (else why not), and the conditions in every case.
@@ -121,7 +150,7 @@ pub fn referenced_secrets(gw: &NsightGateway) -> Vec<String> {
 
 /// What a discovered Service is to the gateway.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Role {
+pub enum Role {
     Coordinator,
     Analysis,
     Tenant,
@@ -130,7 +159,8 @@ pub(super) enum Role {
 }
 
 impl Role {
-    fn of(component: &str) -> Option<Self> {
+    /// The role of an operator-labelled Service, by its `app.kubernetes.io/component`.
+    pub fn of(component: &str) -> Option<Self> {
         Some(match component {
             "coordinator" => Role::Coordinator,
             "analysis" => Role::Analysis,
@@ -439,6 +469,7 @@ pub fn translate(inputs: &Inputs<'_>, settings: &XdsSettings) -> Translation {
         namespaces: &namespaces,
         services: &[],
         api_key_secrets: &secrets,
+        gateway_tokens: inputs.gateway_tokens,
     };
     translate_with_tenants(inputs, &none, settings)
 }
@@ -502,12 +533,18 @@ pub fn translate_with_tenants(
     let storage_ref = gw.spec.cloud_storage_ref.as_deref();
     let mut upstreams = Vec::new();
     let mut add = |role: Role| -> bool {
-        let found = discover(inputs.services, &ns, role, storage_ref)
-            .and_then(|svc| endpoint(svc, &ns, settings));
+        let found = discover(inputs.services, &ns, role, storage_ref).and_then(|svc| {
+            upstream_of(
+                role.upstream(),
+                svc,
+                &ns,
+                role,
+                inputs.gateway_tokens,
+                settings,
+            )
+        });
         let present = found.is_some();
-        if let Some((host, port)) = found {
-            upstreams.push(Upstream::new(role.upstream(), &host, port));
-        }
+        upstreams.extend(found);
         present
     };
     let mut listener = Listener::http(

@@ -30,6 +30,11 @@ struct Args {
     /// `<repository>/nsight-streamer:<tag>`.
     #[arg(long)]
     streamer_image: Option<String>,
+    /// Answer the API only for requests that carry this file's secret in
+    /// `x-nsight-gateway-token`, which the gateway adds (the operator mounts it); without it the
+    /// API, and the identity header it trusts, answer any client that reaches the port.
+    #[arg(long, env = "NSIGHT_GATEWAY_TOKEN_FILE", value_name = "FILE")]
+    gateway_token_file: Option<std::path::PathBuf>,
     /// Print the REST API's OpenAPI document and exit.
     #[arg(long)]
     print_openapi: bool,
@@ -54,6 +59,13 @@ async fn main() -> anyhow::Result<()> {
     let Some(namespace) = args.namespace else {
         anyhow::bail!("--namespace is required");
     };
+    let gateway_token = nsight_contracts::gateway_only::read(args.gateway_token_file.as_deref())
+        .map_err(anyhow::Error::msg)?;
+    if gateway_token.is_none() {
+        tracing::warn!(
+            "API WITHOUT --gateway-token-file: it answers, and trusts the identity header of, any client that reaches its port"
+        );
+    }
     let client = kube::Client::try_default().await?;
     let listener = tokio::net::TcpListener::bind(args.http).await?;
     tracing::info!(addr = %listener.local_addr()?, %namespace, max_active = args.max_active, idle = ?args.idle_timeout, "nsight-tenant-operator ready");
@@ -64,6 +76,7 @@ async fn main() -> anyhow::Result<()> {
             cloud_storage_ref: args.cloud_storage_ref,
             image: args.streamer_image,
         },
+        gateway_token,
     };
     nsight_tenant::run(listener, client, &namespace, config).await?;
     Ok(())
