@@ -401,6 +401,72 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
     // 6. nvtx_sum over the session, in the analysis service that reads the same storage.
     check_sample_ranges(&nvtx_sum_csv(&cli, &session, &dir.path().join("results")));
 
+    // 6b. "View trace"'s Pod: an NsightStreamer for the session, run with the project's
+    //     STAND-IN streamer image (NVIDIA's cannot be pulled here). Its init container copies
+    //     the session's reports from the namespace's storage (named by no `cloudStorageRef`:
+    //     the namespace's only one); the streamer is Ready at `status.url` and finds the report
+    //     whole.
+    let size = listing["reports"][0]["size"].as_u64().expect("listed size");
+    c.create(
+        &format!("/apis/nvidia.com/v1alpha1/namespaces/{sys}/nsightstreamers"),
+        &json!({
+            "apiVersion": "nvidia.com/v1alpha1", "kind": "NsightStreamer",
+            "metadata": {"name": "view"},
+            "spec": {
+                "sessionId": session,
+                "image": format!("nvcr.io/nvidia/devtools/nsight-streamer-standin:{}", env!("CARGO_PKG_VERSION")),
+            },
+        }),
+    );
+    let streamer = format!("/apis/nvidia.com/v1alpha1/namespaces/{sys}/nsightstreamers/view");
+    let url = wait_for(Duration::from_secs(120), || {
+        let (_, s) = c.request("GET", &streamer, None);
+        s["status"]["url"].as_str().map(str::to_owned)
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "the streamer never became Ready: {}\n{}",
+            c.request("GET", &streamer, None).1["status"],
+            c.describe_namespace(&sys)
+        )
+    });
+    assert_eq!(url, format!("http://view.{sys}.svc:8080/"));
+    let (status, synced) = c.request(
+        "GET",
+        &format!("/api/v1/namespaces/{sys}/services/http:view:http/proxy/"),
+        None,
+    );
+    assert_eq!(status, 200, "{synced}");
+    assert_eq!(synced["standIn"], true, "{synced}");
+    assert_eq!(synced["sessionId"], session.as_str(), "{synced}");
+    let files = synced["files"].as_array().expect("files");
+    let file = files
+        .iter()
+        .find(|f| f["key"] == key.as_str())
+        .unwrap_or_else(|| panic!("{key} not synced: {synced}"));
+    assert_eq!(
+        (file["bytes"].as_u64(), file["onDisk"].as_u64()),
+        (Some(size), Some(size)),
+        "{synced}"
+    );
+    // The gateway serves it at /streamers/view/ behind its authentication (what "View trace"
+    // opens from a browser outside the cluster).
+    let through_gateway = format!("https://localhost:{http_port}/streamers/view/");
+    let viewed = wait_for(Duration::from_secs(60), || {
+        let r = browser
+            .get(&through_gateway)
+            .bearer_auth(API_KEY)
+            .send()
+            .ok()?;
+        (r.status() == 200).then(|| r.json::<Value>().ok())?
+    })
+    .unwrap_or_else(|| panic!("the gateway never served the streamer at {through_gateway}"));
+    assert_eq!(viewed["files"], synced["files"], "{viewed}");
+    let anonymous_view = browser.get(&through_gateway).send().expect("gateway");
+    assert_eq!(anonymous_view.status(), 401, "a streamer needs the API key");
+    let (status, _) = c.request("DELETE", &streamer, None);
+    assert_eq!(status, 200, "delete the streamer");
+
     // 7. The session ends.
     let ended = cli.json(&["session-end"]);
     assert_eq!(ended["session"], session.as_str(), "{ended}");

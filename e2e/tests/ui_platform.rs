@@ -110,6 +110,15 @@ fn a_person_profiles_and_analyses_from_the_browser() {
         found["firstRenderMs"].as_f64().unwrap_or_default()
     );
     assert_eq!(found["pageErrors"], serde_json::json!([]), "{found:#}");
+    // "View trace" (the session's and the .nsys-rep row's): no tenant API behind the local
+    // gateway, said plainly with what enables one.
+    let view_trace = found["viewTrace"].as_str().unwrap_or_default();
+    assert!(
+        view_trace.contains("No tenant API is deployed")
+            && view_trace.contains("nsight-tenant-operator.enabled"),
+        "{found:#}"
+    );
+    assert!(found["viewTraceButtons"].as_u64() >= Some(1), "{found:#}");
 
     // The session the page began, as the coordinator has it now: ended, one collection whose
     // agent uploaded, as the page said.

@@ -18,6 +18,7 @@ use nsight_contracts::{
         TagAction, TagStatus,
     },
     routes,
+    tenant::{LaunchStreamer, Streamer},
     timeline::{EventDetail, RangeSummary, Tile, Timeline},
     Problem,
 };
@@ -255,6 +256,21 @@ pub async fn job_logs(id: String) -> Result<JobLogs, ApiError> {
 /// `POST /jobs`.
 pub async fn run_job(request: JobRequest) -> Result<Job, ApiError> {
     post_json(&analysis("/jobs"), &request).await
+}
+
+/// `POST /tenant/v1/streamers`: an Nsight Streamer for a session or one report.
+pub async fn launch_streamer(request: LaunchStreamer) -> Result<Streamer, ApiError> {
+    post_json(&format!("{}/streamers", routes::TENANT_V1), &request).await
+}
+
+/// `GET /tenant/v1/streamers/{name}` (reading one also keeps it from being reaped).
+pub async fn streamer(name: String) -> Result<Streamer, ApiError> {
+    get_json(&format!(
+        "{}/streamers/{}",
+        routes::TENANT_V1,
+        encode(&name)
+    ))
+    .await
 }
 
 /// `POST /jobs/{id}/cancel`.

@@ -28,6 +28,10 @@ pub const TENANT: &str = "/tenant/";
 /// The tenant API as reached through the gateway; the service serves it too.
 pub const TENANT_V1: &str = "/tenant/v1";
 
+/// Where the gateway serves each NsightStreamer of its namespace: `/streamers/<name>/`, behind
+/// its authentication, forwarded to the streamer's Service at `/` ("View trace" opens it).
+pub const STREAMERS: &str = "/streamers/";
+
 /// Report downloads through URLs signed by the coordinator (a local report store); the object
 /// key follows.
 pub const STORAGE_OBJECTS: &str = "/storage/v1/objects/";

@@ -25,6 +25,10 @@ use crate::{coordinator::Millis, Problem};
 /// `sub`, `api-key`, `api-key:<tenant>`, or `anonymous` when the gateway has no auth).
 pub const IDENTITY_HEADER: &str = "x-nsight-auth-identity";
 
+/// The NsightStreamer annotation holding the one report (object key) it was launched for: the
+/// tenant API writes it, the operator's render passes it to the Pod's report sync.
+pub const REPORT_ANNOTATION: &str = "nsight.nvidia.com/report";
+
 /// Longest identity accepted (the auth filter forwards at most 256 characters of a claim; a
 /// list claim is joined with `,`, so this leaves room).
 pub const MAX_IDENTITY_LEN: usize = 1024;

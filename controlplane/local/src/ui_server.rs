@@ -1,13 +1,15 @@
 //! Serves the built Cloud UI (a client-side-rendered single-page app): files under the UI
 //! directory with their content types, `index.html` for any other path (the app routes in the
-//! browser), nothing outside the directory.
+//! browser), nothing outside the directory. Only `GET` and `HEAD`: anything else (an API call
+//! that reached the UI because no service is routed for it, e.g. the tenant API where none is
+//! deployed) is a 405 problem, not a page the caller cannot use.
 
 use std::path::{Component, Path, PathBuf};
 
 use axum::{
     body::Body,
     extract::State,
-    http::{header, StatusCode, Uri},
+    http::{header, Method, StatusCode, Uri},
     response::{IntoResponse, Response},
     Router,
 };
@@ -41,7 +43,17 @@ pub fn content_type(path: &Path) -> &'static str {
     }
 }
 
-async fn serve(State(dir): State<PathBuf>, uri: Uri) -> Response {
+async fn serve(State(dir): State<PathBuf>, method: Method, uri: Uri) -> Response {
+    if method != Method::GET && method != Method::HEAD {
+        return nsight_contracts::Problem::new(
+            405,
+            format!(
+                "the Cloud UI serves files only (GET); no API answers {method} {} behind this gateway",
+                uri.path()
+            ),
+        )
+        .into_response();
+    }
     let file = resolve(&dir, uri.path())
         .filter(|p| p.is_file())
         .unwrap_or_else(|| dir.join("index.html"));

@@ -189,7 +189,21 @@ fn open_gateway_routes_every_discovered_service() {
         (8888, true, true)
     );
     let prefixes: Vec<&str> = l.routes.iter().map(|r| r.prefix.as_str()).collect();
-    assert_eq!(prefixes, ["/coordinator/", "/analysis/", "/"]);
+    assert_eq!(
+        prefixes,
+        ["/streamers/view-1/", "/coordinator/", "/analysis/", "/"]
+    );
+    let streamer = &l.routes[0];
+    assert_eq!(
+        (
+            streamer.upstream.as_str(),
+            streamer.rewrite_prefix.as_deref(),
+            streamer.timeout,
+            streamer.public
+        ),
+        ("streamer-view-1", Some("/"), None, false),
+        "a streamer is served behind auth, rewritten to its root, with no time limit"
+    );
     let hosts: Vec<String> = ir
         .upstreams
         .iter()
@@ -200,7 +214,8 @@ fn open_gateway_routes_every_discovered_service() {
         [
             "coord.research.svc.cluster.local:8080",
             "analysis.research.svc.cluster.local:8090",
-            "ui.research.svc.cluster.local:8080"
+            "ui.research.svc.cluster.local:8080",
+            "view-1.research.svc.cluster.local:8080"
         ],
         "only operator-managed Services of the gateway's namespace"
     );

@@ -23,8 +23,9 @@ use serde_json::{json, Value};
 pub const OWNER_ANNOTATION: &str = "nsight.nvidia.com/owner";
 /// The annotation holding the last launch or read of a streamer (unix milliseconds).
 pub const LAST_ACTIVE_ANNOTATION: &str = "nsight.nvidia.com/last-active";
-/// The annotation holding the one report a streamer was launched for.
-pub const REPORT_ANNOTATION: &str = "nsight.nvidia.com/report";
+/// The annotation holding the one report a streamer was launched for (the operator passes it
+/// to the streamer Pod's report sync).
+pub use nsight_contracts::tenant::REPORT_ANNOTATION;
 /// The label (and value) on every streamer the tenant API created: only those count against the
 /// cap, are listed, deleted and reaped; a streamer someone applied by hand is left alone.
 pub const CREATED_BY_LABEL: &str = "app.kubernetes.io/created-by";

@@ -2,7 +2,8 @@
 // chromium): sign in with the API key, begin a session, start and stop a collection, see the
 // report, run nvtx_sum from the generated form (after the form refused a bad value), sort its
 // table, see the notebook, reload a deep link, cancel and delete a job that would run forever,
-// compare two collections in one click, end the session after confirming. Every wait has
+// compare two collections in one click, end the session after confirming; "View trace" says
+// why no streamer can be launched here (no tenant API in local mode). Every wait has
 // a deadline; any failure throws with what the page showed. Prints one JSON line of findings for
 // the Rust test (e2e/tests/ui_platform.rs) to check against the REST APIs.
 //
@@ -76,6 +77,13 @@ try {
   found.reportHref = await byId('report-download').first().getAttribute('href');
   step('report listed');
   await shot('sessions');
+
+  // "View trace" where no tenant API is deployed (local mode): the page says so, names the
+  // Helm value that enables it, and points at the built-in Timeline.
+  await byId('view-trace').first().click();
+  await waitText('view-trace-status', /No tenant API is deployed behind this gateway/);
+  found.viewTrace = await text('view-trace-status');
+  found.viewTraceButtons = await byId('view-trace').count();
 
   // The generated form: a bad value is refused with the field's message, nothing is sent.
   await byId('analyse-collection').first().click();

@@ -2,7 +2,8 @@
 //! failure and the object keys of an upload), its reports with size, digest and a download link
 //! (the URL the coordinator signed), "Run analysis" on the whole session or one collection
 //! (opens the analysis tab with that input chosen), and "Compare with the previous collection"
-//! (a `diff` job over the two, opened at once). Data: `GET /sessions/{id}` and
+//! (a `diff` job over the two, opened at once), and "View trace" for the session or one report
+//! (an Nsight Streamer through the tenant API, `components::view_trace`). Data: `GET /sessions/{id}` and
 //! `GET /sessions/{id}/reports`; fetched again while a collection is still open.
 
 use leptos::{prelude::*, task::spawn_local};
@@ -11,6 +12,7 @@ use nsight_contracts::{
     coordinator::{
         AgentKey, AgentOutcome, Collection, ReportEntry, ReportKind, ReportListing, Session,
     },
+    tenant::LaunchStreamer,
 };
 
 use crate::{
@@ -19,6 +21,7 @@ use crate::{
     components::{
         live::refresh_while,
         notice::{Notice, NoticeLine},
+        view_trace::ViewTrace,
     },
     format::{bytes, duration, utc, utc_or_dash},
     route::{go, Link, Tab, View},
@@ -172,6 +175,14 @@ fn report_row(shared: Shared, r: ReportEntry) -> impl IntoView {
         }
         None => view! { <span>"no link"</span> }.into_any(),
     };
+    // The Nsight Systems GUI opens the report itself (its SQLite export comes along).
+    let streamer = (r.kind == ReportKind::NsysRep).then(|| {
+        let request = LaunchStreamer {
+            session_id: None,
+            report: Some(r.key.clone()),
+        };
+        view! { " " <ViewTrace request testid="view-trace-report-status"/> }
+    });
     view! {
         <tr data-testid="report-row">
             <td data-testid="report-file">{file.clone()}</td>
@@ -180,7 +191,7 @@ fn report_row(shared: Shared, r: ReportEntry) -> impl IntoView {
             <td>{r.kind.extension()}</td>
             <td data-testid="report-size" title=format!("{} bytes", r.size)>{bytes(r.size)}</td>
             <td><code class="digest">{r.sha256.clone().unwrap_or_else(|| "not recorded".to_owned())}</code></td>
-            <td>{link}{timeline}</td>
+            <td>{link}{timeline}{streamer}</td>
         </tr>
     }
 }
@@ -228,6 +239,10 @@ fn session_view(shared: Shared, s: Session) -> impl IntoView {
             <dt>"Ended"</dt><dd>{utc_or_dash(s.ended_at.map(|m| m.0))}</dd>
         </dl>
         <p><Link shared to testid="analyse-session">"Run analysis on the whole session"</Link></p>
+        <p>
+            <ViewTrace request=LaunchStreamer { session_id: Some(id.clone()), report: None } testid="view-trace-status"/>
+            " every report of the session in the Nsight Systems GUI, or open one in the built-in Timeline below."
+        </p>
         <h3>"Collections"</h3>
         {collections}
     }

@@ -100,6 +100,25 @@ const COMPONENTS: &[Component] = &[
         wasm: WasmFiles::None,
         entrypoint: &["/usr/local/bin/nsight-tenant-operator"],
     },
+    // A streamer Pod's init container: copies the session's reports from storage into the Pod.
+    Component {
+        name: "nsight-report-sync",
+        binaries: &["nsight-report-sync"],
+        libraries: &[],
+        install_dir: "/usr/local/bin",
+        wasm: WasmFiles::None,
+        entrypoint: &["/usr/local/bin/nsight-report-sync"],
+    },
+    // Test-only STAND-IN for NVIDIA's Nsight Streamer image (not pullable here): serves the
+    // synced report list, no GUI. A real install uses NVIDIA's image.
+    Component {
+        name: "nsight-streamer-standin",
+        binaries: &["nsight-streamer-standin"],
+        libraries: &[],
+        install_dir: "/usr/local/bin",
+        wasm: WasmFiles::None,
+        entrypoint: &["/usr/local/bin/nsight-streamer-standin"],
+    },
     // The agent tools an injected Pod's init container (`nsight-agent init`) copies from
     // /opt/nsight (the webhook's source dir) into its tools volume.
     Component {

@@ -68,26 +68,6 @@ fn credentials() -> Credentials {
     }
 }
 
-/// The NsightCloudStorageConfig `name` in `namespace`, if it exists.
-async fn storage_config(
-    ctx: &Context,
-    namespace: Option<String>,
-    name: Option<&String>,
-) -> Result<Option<NsightCloudStorageConfig>, Error> {
-    match (name, namespace) {
-        (Some(name), Some(ns)) => {
-            Api::<NsightCloudStorageConfig>::namespaced(ctx.client.clone(), &ns)
-                .get_opt(name)
-                .await
-                .map_err(|source| Error::ReadStorage {
-                    name: name.clone(),
-                    source,
-                })
-        }
-        _ => Ok(None),
-    }
-}
-
 /// `BucketReady` of a managed server: its bucket created once the server is `ready`.
 async fn managed_bucket(
     cr: &NsightCloudStorageConfig,
@@ -341,11 +321,16 @@ impl Managed for NsightStreamer {
         extra
     }
 
-    /// Reads the NsightCloudStorageConfig `cloudStorageRef` names (none: no storage mounted).
+    /// Reads the NsightCloudStorageConfig `cloudStorageRef` names, else the namespace's only one
+    /// (none: no storage mounted, no reports synced).
     fn desired<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, Result<Desired, Error>> {
         async move {
+            // The named storage config, else the namespace's only one (as the coordinator's):
+            // streamers the tenant API launches name none.
+            let namespace = self.namespace().unwrap_or_default();
             let storage =
-                storage_config(ctx, self.namespace(), self.spec.cloud_storage_ref.as_ref()).await?;
+                super::storage_or_only(ctx, &namespace, self.spec.cloud_storage_ref.as_ref())
+                    .await?;
             render::streamer::render(self, storage.as_ref(), &ctx.settings).map_err(Error::Render)
         }
         .boxed()

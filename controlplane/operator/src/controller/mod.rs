@@ -283,7 +283,8 @@ impl Managed for NsightCoordinator {
     fn desired<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, Result<Desired, Error>> {
         async move {
             let namespace = self.namespace().unwrap_or_default();
-            let storage = coordinator_storage(ctx, &namespace, self).await?;
+            let storage =
+                storage_or_only(ctx, &namespace, self.spec.cloud_storage_ref.as_ref()).await?;
             if !render::coordinator::encrypted(self) {
                 let desired =
                     render::coordinator::render(self, storage.as_ref(), None, &ctx.settings)
@@ -413,15 +414,15 @@ fn merged(
     }
 }
 
-/// The storage config of a coordinator: the one it names, else the namespace's only one.
-async fn coordinator_storage(
+/// The storage config a resource names (`cloudStorageRef`), else the namespace's only one.
+pub(super) async fn storage_or_only(
     ctx: &Context,
     namespace: &str,
-    cr: &NsightCoordinator,
+    reference: Option<&String>,
 ) -> Result<Option<NsightCloudStorageConfig>, Error> {
     let api = Api::<NsightCloudStorageConfig>::namespaced(ctx.client.clone(), namespace);
     let read = |name: String| move |source| Error::ReadStorage { name, source };
-    match &cr.spec.cloud_storage_ref {
+    match reference {
         Some(name) => api.get_opt(name).await.map_err(read(name.clone())),
         None => {
             let mut all = api

@@ -4,10 +4,17 @@
 //! The session comes in as `NSIGHT_SESSION_ID`; the storage config (the external Secret or the
 //! managed server's generated one, see `storage::config_secret`) is mounted and named by
 //! `NSIGHT_CLOUD_STORAGE_CONFIG_FILE`; `turn.enabled` sets `NSIGHT_STREAMER_TURN=1`. While the
-//! Deployment is available, `status.url` is the Service's in-cluster URL ([`url`]). Pure.
+//! Deployment is available, `status.url` is the Service's in-cluster URL ([`url`]).
+//!
+//! With a session and a storage config, the Pod's init container `report-sync`
+//! (`nsight-report-sync`, our image) copies the session's reports (or only the one in the
+//! `nsight.nvidia.com/report` annotation, with its SQLite export) into an emptyDir mounted at
+//! [`REPORTS_DIR`] in both containers (`NSIGHT_REPORTS_DIR`); the streamer starts once they are
+//! all there, each checked against its listed size. Pure.
 
-use k8s_openapi::api::core::v1::EnvVar;
+use k8s_openapi::api::core::v1::{Container, EnvVar, SecurityContext};
 use nsight_api::{NsightCloudStorageConfig, NsightStreamer};
+use nsight_contracts::tenant::REPORT_ANNOTATION;
 
 use super::{
     storage,
@@ -22,6 +29,10 @@ pub const HTTP: Port = Port {
     port: 8080,
 };
 const STORAGE_DIR: &str = "/etc/nsight/storage";
+/// Where the streamer finds the synced reports.
+pub const REPORTS_DIR: &str = "/reports";
+/// The init container's image (and program) name.
+pub const SYNC_IMAGE: &str = "nsight-report-sync";
 
 fn env(name: &str, value: impl Into<String>) -> EnvVar {
     EnvVar {
@@ -73,9 +84,58 @@ pub fn render(
     if cr.spec.turn.as_ref().is_some_and(|t| t.enabled) {
         main.env.push(env("NSIGHT_STREAMER_TURN", "1"));
     }
+    let mut sync = None;
     if let Some(secret) = storage.and_then(storage::config_secret) {
         let file = storage::mount_config(&mut main, &secret, STORAGE_DIR);
-        main.env.push(env("NSIGHT_CLOUD_STORAGE_CONFIG_FILE", file));
+        main.env
+            .push(env("NSIGHT_CLOUD_STORAGE_CONFIG_FILE", file.clone()));
+        if let Some(session) = &cr.spec.session_id {
+            let (reports, reports_mount) = workload::scratch("reports", REPORTS_DIR);
+            main.volumes.push(reports);
+            main.mounts.push(reports_mount.clone());
+            main.env.push(env("NSIGHT_REPORTS_DIR", REPORTS_DIR));
+            let mut args = vec![
+                "--storage-config".into(),
+                file,
+                "--session".into(),
+                session.clone(),
+                "--dest".into(),
+                REPORTS_DIR.into(),
+            ];
+            if let Some(report) = cr
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(REPORT_ANNOTATION))
+            {
+                args.extend(["--report".into(), report.clone()]);
+            }
+            sync = Some(Container {
+                name: "report-sync".into(),
+                image: Some(settings.image(SYNC_IMAGE)),
+                args: Some(args),
+                volume_mounts: Some(vec![
+                    workload::read_only("storage-config", STORAGE_DIR),
+                    reports_mount,
+                ]),
+                security_context: Some(SecurityContext {
+                    allow_privilege_escalation: Some(false),
+                    read_only_root_filesystem: Some(true),
+                    ..SecurityContext::default()
+                }),
+                ..Container::default()
+            });
+        }
+    }
+    let mut deployment = workload::deployment(&owner, &cr.spec.workload, main);
+    if let (Some(sync), Some(pod)) = (
+        sync,
+        deployment
+            .spec
+            .as_mut()
+            .and_then(|s| s.template.spec.as_mut()),
+    ) {
+        pod.init_containers = Some(vec![sync]);
     }
     Ok(Desired {
         objects: vec![
@@ -85,11 +145,7 @@ pub fn render(
                 cr.spec.workload.service.as_ref(),
                 &ports,
             ))),
-            Object::Deployment(Box::new(workload::deployment(
-                &owner,
-                &cr.spec.workload,
-                main,
-            ))),
+            Object::Deployment(Box::new(deployment)),
         ],
     })
 }

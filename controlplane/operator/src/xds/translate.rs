@@ -5,6 +5,7 @@
 //!  :<spec.port|8888>  coordinatorPrefix -> coordinator   (API routes; analysis 300 s)
 //!                     analysisPrefix    -> analysis
 //!                     tenantPrefix      -> tenant
+//!                     /streamers/<n>/   -> streamer <n>  (each NsightStreamer; rewritten to /)
 //!                     /                 -> cloud-ui      (public: no auth)
 //!                     auth filter: apikey | jwt (+ apikey) | oauth2 (+ apikey) | none;
 //!                     HTTPS from tlsSecretRef
@@ -25,7 +26,7 @@ use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 use k8s_openapi::api::core::v1::{Secret, Service};
 use kube::ResourceExt;
 use nsight_api::NsightGateway;
-use nsight_contracts::gateway_only::GatewayToken;
+use nsight_contracts::{gateway_only::GatewayToken, routes};
 use nsight_gateway::{
     auth::{ApiKey, AuthPolicy, Jwks, JwtPolicy},
     ir::{GatewayIr, Listener, Route, TlsSecret, Upstream, GATEWAY_PORT, STORAGE_PROXY_PORT},
@@ -38,7 +39,7 @@ use super::{
 };
 use crate::{
     conditions::Cond,
-    render::{LABEL_COMPONENT, LABEL_INSTANCE, LABEL_MANAGED_BY, MANAGER},
+    render::{Component, LABEL_COMPONENT, LABEL_INSTANCE, LABEL_MANAGED_BY, MANAGER},
 };
 
 /// Condition types this translation sets on an NsightGateway.
@@ -204,6 +205,20 @@ pub(super) fn discover<'a>(
         .collect();
     found.sort_by_key(|s| s.name_any());
     found.into_iter().next()
+}
+
+/// The operator's streamer Services of `namespace`, by name.
+fn streamers<'a>(services: &'a [Service], namespace: &str) -> Vec<&'a Service> {
+    let mut found: Vec<&Service> = services
+        .iter()
+        .filter(|s| s.namespace().as_deref() == Some(namespace))
+        .filter(|s| s.labels().get(LABEL_MANAGED_BY).map(String::as_str) == Some(MANAGER))
+        .filter(|s| {
+            s.labels().get(LABEL_COMPONENT).map(String::as_str) == Some(Component::Streamer.label())
+        })
+        .collect();
+    found.sort_by_key(|s| s.name_any());
+    found
 }
 
 /// `host:port` of a Service as Envoy reaches it.
@@ -571,6 +586,20 @@ pub fn translate_with_tenants(
             names::TENANT,
         ));
     }
+    // Each streamer of the namespace at `/streamers/<name>/` (authenticated, no time limit: a
+    // GUI session), so a browser outside the cluster reaches it through the gateway.
+    let mut streamer_upstreams = Vec::new();
+    for svc in streamers(inputs.services, &ns) {
+        let name = svc.name_any();
+        if let Some((host, port)) = endpoint(svc, &ns, settings) {
+            let upstream = format!("streamer-{name}");
+            streamer_upstreams.push(Upstream::new(&upstream, &host, port));
+            listener.routes.push(
+                Route::streaming(&format!("{}{name}/", routes::STREAMERS), &upstream)
+                    .with_rewrite("/"),
+            );
+        }
+    }
     // Longer prefixes first; `/` (the UI) last.
     listener
         .routes
@@ -634,6 +663,7 @@ pub fn translate_with_tenants(
         proxy.tls_secret = listeners[0].tls_secret.clone();
         listeners.push(proxy);
     }
+    upstreams.extend(streamer_upstreams);
     upstreams.extend(tenant_upstreams);
     upstreams.extend(auth_upstreams);
     let ir = GatewayIr {
