@@ -42,6 +42,11 @@ const AGENT_WAIT: Duration = Duration::from_secs(120);
 const API_KEY: &str = "e2e-node-key-7f3a9c";
 /// The control plane the chart renders (the documented names).
 const COORDINATOR: &str = "nsight-operator-coordinator";
+/// The project's STAND-IN for NVIDIA's Nsight Streamer image (which cannot be pulled here).
+const STANDIN: &str = concat!(
+    "nvcr.io/nvidia/devtools/nsight-streamer-standin:",
+    env!("CARGO_PKG_VERSION")
+);
 
 /// The port-forward helper of a CLI configuration, stopped when the test ends however it ends.
 struct Helper<'a>(&'a Cli<'a>);
@@ -54,13 +59,14 @@ impl Drop for Helper<'_> {
 
 /// The chart's values in this test: images imported (never pulled), no perf-event DaemonSet
 /// (it needs a shell image), an HTTPS gateway with an inline API key, downloads signed for the
-/// forwarded storage port.
+/// forwarded storage port, the tenant API launching the stand-in streamer.
 fn values(service_type: &str, storage_port: u16) -> String {
     format!(
         "image: {{pullPolicy: Never}}\nmachineConfig: null\n\
          nsight-coordinator: {{storagePublicUrl: 'https://localhost:{storage_port}'}}\n\
          nsight-gateway:\n  service: {{type: {service_type}}}\n  tlsSecretRef: {{name: gateway-tls}}\n  \
-         authentication: {{apikey: {{enabled: true, key: {API_KEY}}}}}\n"
+         authentication: {{apikey: {{enabled: true, key: {API_KEY}}}}}\n\
+         nsight-tenant-operator: {{enabled: true, streamerLaunch: {{image: '{STANDIN}'}}}}\n"
     )
 }
 
@@ -159,6 +165,11 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
         ("nsightanalyses", "nsight-operator-analysis", "Ready"),
         ("nsightgateways", "nsight-operator-gateway", "Ready"),
         ("nsightclouduis", "nsight-operator-cloud-ui", "Ready"),
+        (
+            "nsighttenantoperators",
+            "nsight-operator-tenant-operator",
+            "Ready",
+        ),
     ] {
         let path = format!("/apis/nvidia.com/v1alpha1/namespaces/{sys}/{plural}/{name}");
         let ok = wait_for(Duration::from_secs(120), || condition(&c, &path, kind));
@@ -401,58 +412,48 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
     // 6. nvtx_sum over the session, in the analysis service that reads the same storage.
     check_sample_ranges(&nvtx_sum_csv(&cli, &session, &dir.path().join("results")));
 
-    // 6b. "View trace"'s Pod: an NsightStreamer for the session, run with the project's
-    //     STAND-IN streamer image (NVIDIA's cannot be pulled here). Its init container copies
-    //     the session's reports from the namespace's storage (named by no `cloudStorageRef`:
-    //     the namespace's only one); the streamer is Ready at `status.url` and finds the report
-    //     whole.
+    // 6b. "View trace", as the UI does it through the gateway: the tenant API launches a
+    //     streamer for the session (the chart sets the project's STAND-IN streamer image:
+    //     NVIDIA's cannot be pulled here). Its Pod's init container copies the session's
+    //     reports from the namespace's only storage; once Ready, the gateway serves it at
+    //     /streamers/<name>/ behind the API key, and it finds the report whole.
     let size = listing["reports"][0]["size"].as_u64().expect("listed size");
-    c.create(
-        &format!("/apis/nvidia.com/v1alpha1/namespaces/{sys}/nsightstreamers"),
-        &json!({
-            "apiVersion": "nvidia.com/v1alpha1", "kind": "NsightStreamer",
-            "metadata": {"name": "view"},
-            "spec": {
-                "sessionId": session,
-                "image": format!("nvcr.io/nvidia/devtools/nsight-streamer-standin:{}", env!("CARGO_PKG_VERSION")),
-            },
-        }),
-    );
-    let streamer = format!("/apis/nvidia.com/v1alpha1/namespaces/{sys}/nsightstreamers/view");
-    let url = wait_for(Duration::from_secs(120), || {
-        let (_, s) = c.request("GET", &streamer, None);
-        s["status"]["url"].as_str().map(str::to_owned)
+    let gateway = format!("https://localhost:{http_port}");
+    let launched: Value = browser
+        .post(format!("{gateway}/tenant/v1/streamers"))
+        .bearer_auth(API_KEY)
+        .json(&json!({"sessionId": session}))
+        .send()
+        .and_then(|r| r.error_for_status())
+        .and_then(|r| r.json())
+        .expect("launch a streamer through the gateway");
+    assert_eq!(launched["phase"], "pending", "{launched}");
+    assert_eq!(launched["owner"], "api-key", "{launched}");
+    let name = launched["name"].as_str().expect("streamer name").to_owned();
+    let one = format!("{gateway}/tenant/v1/streamers/{name}");
+    let ready = wait_for(Duration::from_secs(120), || {
+        let s: Value = browser
+            .get(&one)
+            .bearer_auth(API_KEY)
+            .send()
+            .ok()?
+            .json()
+            .ok()?;
+        (s["phase"] == "ready").then_some(s)
     })
     .unwrap_or_else(|| {
         panic!(
-            "the streamer never became Ready: {}\n{}",
-            c.request("GET", &streamer, None).1["status"],
+            "the streamer {name} never became ready\n{}",
             c.describe_namespace(&sys)
         )
     });
-    assert_eq!(url, format!("http://view.{sys}.svc:8080/"));
-    let (status, synced) = c.request(
-        "GET",
-        &format!("/api/v1/namespaces/{sys}/services/http:view:http/proxy/"),
-        None,
-    );
-    assert_eq!(status, 200, "{synced}");
-    assert_eq!(synced["standIn"], true, "{synced}");
-    assert_eq!(synced["sessionId"], session.as_str(), "{synced}");
-    let files = synced["files"].as_array().expect("files");
-    let file = files
-        .iter()
-        .find(|f| f["key"] == key.as_str())
-        .unwrap_or_else(|| panic!("{key} not synced: {synced}"));
     assert_eq!(
-        (file["bytes"].as_u64(), file["onDisk"].as_u64()),
-        (Some(size), Some(size)),
-        "{synced}"
+        ready["url"],
+        format!("http://{name}.{sys}.svc:8080/"),
+        "{ready}"
     );
-    // The gateway serves it at /streamers/view/ behind its authentication (what "View trace"
-    // opens from a browser outside the cluster).
-    let through_gateway = format!("https://localhost:{http_port}/streamers/view/");
-    let viewed = wait_for(Duration::from_secs(60), || {
+    let through_gateway = format!("{gateway}/streamers/{name}/");
+    let synced = wait_for(Duration::from_secs(60), || {
         let r = browser
             .get(&through_gateway)
             .bearer_auth(API_KEY)
@@ -461,11 +462,36 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
         (r.status() == 200).then(|| r.json::<Value>().ok())?
     })
     .unwrap_or_else(|| panic!("the gateway never served the streamer at {through_gateway}"));
-    assert_eq!(viewed["files"], synced["files"], "{viewed}");
+    assert_eq!(synced["standIn"], true, "{synced}");
+    assert_eq!(synced["sessionId"], session.as_str(), "{synced}");
+    let file = synced["files"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|f| f["key"] == key.as_str())
+        .unwrap_or_else(|| panic!("{key} not synced: {synced}"));
+    assert_eq!(
+        (file["bytes"].as_u64(), file["onDisk"].as_u64()),
+        (Some(size), Some(size)),
+        "{synced}"
+    );
     let anonymous_view = browser.get(&through_gateway).send().expect("gateway");
     assert_eq!(anonymous_view.status(), 401, "a streamer needs the API key");
-    let (status, _) = c.request("DELETE", &streamer, None);
-    assert_eq!(status, 200, "delete the streamer");
+    let deleted = browser
+        .delete(&one)
+        .bearer_auth(API_KEY)
+        .send()
+        .expect("delete the streamer");
+    assert!(deleted.status().is_success(), "{:?}", deleted.text());
+    let gone = wait_for(Duration::from_secs(30), || {
+        let (status, _) = c.request(
+            "GET",
+            &format!("/apis/nvidia.com/v1alpha1/namespaces/{sys}/nsightstreamers/{name}"),
+            None,
+        );
+        (status == 404).then_some(())
+    });
+    assert!(gone.is_some(), "the streamer {name} was not deleted");
 
     // 7. The session ends.
     let ended = cli.json(&["session-end"]);
@@ -600,6 +626,8 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
         format!("/apis/nvidia.com/v1alpha1/namespaces/{sys}/nsightgateways/nsight-operator-gateway"),
         format!("/apis/nvidia.com/v1alpha1/namespaces/{sys}/nsightcoordinators/{COORDINATOR}"),
         format!("/apis/apps/v1/namespaces/{sys}/deployments/{COORDINATOR}"),
+        // Owned by its custom resource: collected with it.
+        format!("/api/v1/namespaces/{sys}/secrets/{COORDINATOR}-gateway-token"),
     ];
     let gone = wait_for(Duration::from_secs(60), || {
         leftovers

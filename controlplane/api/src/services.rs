@@ -220,6 +220,11 @@ pub struct StreamerLaunch {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^[0-9]*[1-9][0-9]*(ms|s|m|h)$"))]
     pub idle_timeout: Option<String>,
+    /// The image of launched streamers (default: the operator's `<repository>/nsight-streamer:<tag>`;
+    /// a real install names NVIDIA's Nsight Streamer image).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub image: Option<String>,
 }
 
 /// The web UI, served at the gateway root.

@@ -14,6 +14,7 @@ fn the_binary_accepts_the_rendered_arguments() {
     cr.spec.streamer_launch = Some(StreamerLaunch {
         max_active: Some(3),
         idle_timeout: Some("45m".into()),
+        image: Some("registry.test/nsight-streamer-nsys:1".into()),
     });
     let desired = tenant_operator::render(&cr, &RenderSettings::default()).unwrap();
     let deployment = desired
@@ -27,7 +28,10 @@ fn the_binary_accepts_the_rendered_arguments() {
     let container = &deployment.spec.unwrap().template.spec.unwrap().containers[0];
     let args = container.args.clone().unwrap();
     assert!(
-        args.windows(2).any(|w| w == ["--max-active", "3"]),
+        args.windows(2).any(|w| w == ["--max-active", "3"])
+            && args
+                .windows(2)
+                .any(|w| w == ["--streamer-image", "registry.test/nsight-streamer-nsys:1"]),
         "{args:?}"
     );
     // `--print-openapi` exits after parsing: the arguments were accepted.

@@ -4,7 +4,7 @@
 //! fat-LTO link per Wasm artifact, Go's and cargo's last crates), so independent work overlaps:
 //!
 //! ```text
-//! setup (apt, wasm std) ─┬─ fmt ── clippy host ─┬─ clippy wasm ──[tools]── build-wasm ─┬─ [late setup] ─ images ─ cluster up ─ tests
+//! setup (apt, wasm std) ─┬─ fmt ── clippy host ─┬─ clippy wasm ──[tools]── build-wasm ─┬─ [late setup] ─ images ─ cluster up ─ tests ─ fuzz
 //!                        ├─ setup: wasm tools ──────────────────┘                      │
 //!                        ├─ setup: servers, Go node, npm, helm, venv ──────────────────┤
 //!                        │                      └─ build host ─────────────────────────┘
@@ -27,7 +27,16 @@ const EARLY_STEPS: &[&str] = &["apt", "apt-test", "wasm-std"];
 const WASM_TOOL_STEPS: &[&str] = &["wasm-tools", "wasm-bindgen", "wasm-opt"];
 /// Setup steps only the images, the cluster and the tests need; downloads first, the long
 /// compiles (Go, s3s-fs) last.
-const LATE_STEPS: &[&str] = &["python", "oidc", "helm", "playwright", "kube", "node", "s3"];
+const LATE_STEPS: &[&str] = &[
+    "python",
+    "oidc",
+    "helm",
+    "playwright",
+    "kube",
+    "node",
+    "s3",
+    "fuzz",
+];
 
 /// Crates that only make sense on wasm32 (recipes, test recipes, the UI); the host stages
 /// skip them.
@@ -121,6 +130,14 @@ pub fn run(layout: &Layout) -> Result<()> {
                 c.env(k, v);
             }
             run_cmd(&mut c)
+        })?;
+        // Every fuzz target for a few seconds (`cargo xtask fuzz` runs them longer).
+        timed("fuzz (bounded)", &mut || {
+            let targets: Vec<String> = crate::fuzz::TARGETS
+                .iter()
+                .map(|t| (*t).to_owned())
+                .collect();
+            crate::fuzz::run_targets(layout, &targets, crate::fuzz::CI_SECONDS)
         })?;
         Ok(())
     })();

@@ -21,6 +21,7 @@ mod cmd;
 mod codegen;
 mod codegen_crds;
 mod demo;
+mod fuzz;
 mod gpu_check;
 mod image;
 mod image_oci;
@@ -40,13 +41,15 @@ usage: cargo xtask <task>
 tasks:
   setup [STEP]  install everything the project needs (idempotent; caches under NSIGHT_CACHE_DIR);
                steps: apt, apt-test, wasm-std, wasm-tools, wasm-bindgen, wasm-opt, python, s3, kube, node,
-               oidc, helm
+               oidc, helm, playwright, fuzz
   build-wasm   build the proxy-wasm filters, recipe components and the UI into the dist dir
   codegen      regenerate committed generated files (OpenAPI documents)
   demo [--keep] the whole platform on this machine, profiling a sample program end to end
   bench NAME   benchmarks against real processes (coordinator [AGENTS], storage [SIZE_MIB],
                gateway, nvtx, recipes [ROWS] [--layout L], webhook, operator, auth)
-  ci           the test command: setup, fmt, clippy (host + wasm), build-wasm, tests
+  ci           the test command: setup, fmt, clippy (host + wasm), build-wasm, tests, fuzz (bounded)
+  fuzz [--seconds N] [TARGET...]
+               the fuzz targets of e2e/fuzz (cargo-fuzz, libFuzzer), N seconds each (60)
   image all [--release] [--tag T] [--repository R]
                an OCI archive per component (operator, coordinator, analysis, agent, CLI) into
                the cache's images/, imported into the cluster when one is up
@@ -75,6 +78,7 @@ fn main() -> Result<()> {
         "bench" => bench::run(&layout, &args[1..]),
         "demo" => demo::run(&layout, &args[1..]),
         "gpu-check" => gpu_check::run(&layout, &args[1..]),
+        "fuzz" => fuzz::run(&layout, &args[1..]),
         "image" => image::run(&layout, &args[1..]),
         "cluster" => cluster::run(&args[1..]),
         "env" => {

@@ -18,6 +18,8 @@ pub const BINARYEN_NPM_VERSION: &str = "132.0.0";
 pub const ENVOY_VERSION: &str = "1.40.0";
 /// The real S3 server the storage tests run against (0.17 needs rustc 1.96).
 pub const S3S_FS_VERSION: &str = "0.14.1";
+/// cargo-fuzz, which builds and runs the fuzz targets (`cargo xtask fuzz`).
+pub const CARGO_FUZZ_VERSION: &str = "0.13.2";
 /// The OpenID provider the auth tests run (npm, ESM; needs Node >= 20.19).
 pub const OIDC_PROVIDER_NPM_VERSION: &str = "9.13.3";
 /// npm `playwright-core`: drives Debian's Chromium in the UI's browser tests (it never downloads
@@ -89,6 +91,10 @@ impl Layout {
     /// s3s-fs: a real S3 server over a directory, for the storage tests.
     pub fn s3s_fs(&self) -> PathBuf {
         self.tool_bin("s3s-fs", S3S_FS_VERSION, "s3s-fs")
+    }
+
+    pub fn cargo_fuzz(&self) -> PathBuf {
+        self.tool_bin("cargo-fuzz", CARGO_FUZZ_VERSION, "cargo-fuzz")
     }
 
     /// npm `oidc-provider`, installed with `npm --prefix` here (`node_modules/oidc-provider`).

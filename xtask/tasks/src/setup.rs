@@ -82,7 +82,7 @@ const SYSROOT_STAMP_FORMAT: u32 = 1;
 type Step = fn(&Layout) -> Result<bool>;
 
 /// The steps, in order; `cargo xtask setup <step>...` runs only the named ones.
-pub const STEPS: [(&str, Step); 13] = [
+pub const STEPS: [(&str, Step); 14] = [
     ("apt", apt_packages),
     ("apt-test", apt_test_packages),
     ("wasm-std", wasm_sysroots),
@@ -102,6 +102,8 @@ pub const STEPS: [(&str, Step); 13] = [
     ("helm", helm),
     // npm playwright-core, to drive Debian's Chromium in the UI's browser tests.
     ("playwright", playwright_core),
+    // cargo-fuzz, to build and run the fuzz targets of e2e/fuzz (`cargo xtask fuzz`).
+    ("fuzz", cargo_fuzz),
 ];
 
 pub fn run(layout: &Layout, only: &[String]) -> Result<()> {
@@ -410,6 +412,17 @@ fn s3s_fs(layout: &Layout) -> Result<bool> {
         paths::S3S_FS_VERSION,
         &[&["--features", "binary"], LIGHT_RELEASE].concat(),
         &layout.s3s_fs(),
+    )
+}
+
+/// cargo-fuzz (runs on the stable toolchain with `--sanitizer none`), optimised lightly.
+fn cargo_fuzz(layout: &Layout) -> Result<bool> {
+    cargo_install_with(
+        layout,
+        "cargo-fuzz",
+        paths::CARGO_FUZZ_VERSION,
+        LIGHT_RELEASE,
+        &layout.cargo_fuzz(),
     )
 }
 

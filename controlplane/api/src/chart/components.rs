@@ -238,6 +238,11 @@ pub struct StreamerLaunchValues {
     #[serde(default)]
     #[schemars(regex(pattern = r"^[0-9]*[1-9][0-9]*(ms|s|m|h)$"))]
     pub idle_timeout: Option<String>,
+    /// The image of launched streamers (NVIDIA's Nsight Streamer for Nsight Systems, e.g.
+    /// `nvcr.io/nvidia/devtools/nsight-streamer-nsys:<tag>`); null: `<image.repository>/nsight-streamer:<tag>`.
+    #[serde(default)]
+    #[schemars(length(min = 1))]
+    pub image: Option<String>,
 }
 
 /// `otlpProxyConfig`: the OTLP proxy sidecar's configuration (needs the collector).

@@ -68,6 +68,14 @@ pub fn render(
     {
         args.extend(["--idle-timeout".into(), idle.clone()]);
     }
+    if let Some(image) = cr
+        .spec
+        .streamer_launch
+        .as_ref()
+        .and_then(|s| s.image.as_ref())
+    {
+        args.extend(["--streamer-image".into(), image.clone()]);
+    }
     let mut main = Main {
         image: settings.image(NAME),
         args,
