@@ -220,6 +220,23 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
         let (status, body) =
             c.request_with("GET", &url, None, &[("x-nsight-gateway-token", &token)]);
         assert_eq!(status, 200, "{service} with the gateway's token: {body}");
+        // And a NetworkPolicy that admits only the gateway's Pods to the API port (the test
+        // node's bridge network plugin does not enforce it; the token above is what refused).
+        let (status, policy) = c.request(
+            "GET",
+            &format!("/apis/networking.k8s.io/v1/namespaces/{sys}/networkpolicies/{service}"),
+            None,
+        );
+        assert_eq!(status, 200, "{service}'s NetworkPolicy: {policy}");
+        let rule = &policy["spec"]["ingress"][0];
+        assert_eq!(
+            (
+                &rule["from"][0]["podSelector"]["matchLabels"]["app.kubernetes.io/component"],
+                &rule["ports"][0]["port"]
+            ),
+            (&json!("gateway"), &json!("http")),
+            "{policy}"
+        );
     }
 
     // 3. autoconfigure, as a user with a kubeconfig: the URL through the port-forward helper,

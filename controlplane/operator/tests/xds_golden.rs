@@ -107,14 +107,8 @@ fn run(case: &str) -> (translate::Translation, Value) {
             // The IR must translate to Envoy resources.
             to_envoy(ir).unwrap();
             // Which upstreams the gateway sends a token to (the tokens themselves stay out).
-            let with_token: Vec<&str> = ir
-                .upstreams
-                .iter()
-                .filter(|u| u.gateway_token.is_some())
-                .map(|u| u.name.as_str())
-                .collect();
             let mut view = json!({"conditions": conditions, "ir": ir, "auth": auth,
-                                  "gateway_token_to": with_token});
+                                  "gateway_token_to": with_token(ir)});
             let routing: Vec<Value> = ir
                 .listeners
                 .iter()
@@ -129,6 +123,15 @@ fn run(case: &str) -> (translate::Translation, Value) {
         Err(why) => json!({"conditions": conditions, "refused": why}),
     };
     (out, view)
+}
+
+/// The upstreams the gateway sends a gateway token to.
+fn with_token(ir: &nsight_gateway::ir::GatewayIr) -> Vec<&str> {
+    ir.upstreams
+        .iter()
+        .filter(|u| u.gateway_token.is_some())
+        .map(|u| u.name.as_str())
+        .collect()
 }
 
 /// The OAuth2 client secret and cookie key replaced, so the golden files hold no secret.
@@ -220,13 +223,7 @@ fn open_gateway_routes_every_discovered_service() {
         "only operator-managed Services of the gateway's namespace"
     );
     // The coordinator's token (its Secret exists) rides on its route; analysis has none yet.
-    let with_token: Vec<&str> = ir
-        .upstreams
-        .iter()
-        .filter(|u| u.gateway_token.is_some())
-        .map(|u| u.name.as_str())
-        .collect();
-    assert_eq!(with_token, ["coordinator"]);
+    assert_eq!(with_token(&ir), ["coordinator"]);
     let yaml = nsight_gateway::render::to_yaml(&to_envoy(&ir).unwrap()).unwrap();
     assert!(
         yaml.contains("key: x-nsight-gateway-token")

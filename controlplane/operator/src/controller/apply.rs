@@ -10,6 +10,7 @@ use k8s_openapi::{
     api::{
         apps::v1::{DaemonSet, Deployment, StatefulSet},
         core::v1::{ConfigMap, Secret, Service, ServiceAccount},
+        networking::v1::NetworkPolicy,
         rbac::v1::{Role, RoleBinding},
     },
     NamespaceResourceScope,
@@ -192,6 +193,9 @@ pub async fn apply_objects(
                 let d = apply_one(client, namespace, &**o, name).await?;
                 applied.push(Applied::DaemonSet(Box::new(d)));
             }
+            Object::NetworkPolicy(o) => {
+                apply_one(client, namespace, &**o, name).await?;
+            }
         }
     }
     Ok(applied)
@@ -330,6 +334,14 @@ pub async fn collect_garbage_of(
             }
             ObjectKind::DaemonSet => {
                 prune(Api::<DaemonSet>::namespaced(c, namespace), &selector, &keep).await?
+            }
+            ObjectKind::NetworkPolicy => {
+                prune(
+                    Api::<NetworkPolicy>::namespaced(c, namespace),
+                    &selector,
+                    &keep,
+                )
+                .await?
             }
         };
     }

@@ -353,6 +353,7 @@ impl Managed for NsightTenantOperator {
     const OWNS: &'static [ObjectKind] = &[
         ObjectKind::ServiceAccount,
         ObjectKind::Secret,
+        ObjectKind::NetworkPolicy,
         ObjectKind::Role,
         ObjectKind::RoleBinding,
         ObjectKind::Service,

@@ -79,6 +79,7 @@ pub fn render(
                 &cr.spec.workload,
                 main,
             ))),
+            Object::NetworkPolicy(Box::new(workload::network_policy(&owner, &[HTTP], &[]))),
         ],
     })
 }

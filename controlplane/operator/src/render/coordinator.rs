@@ -165,6 +165,11 @@ pub fn render(
                 &ports,
             ))),
             Object::Deployment(Box::new(deployment)),
+            Object::NetworkPolicy(Box::new(workload::network_policy(
+                &owner,
+                &[HTTP],
+                &[AGENT],
+            ))),
         ],
     })
 }

@@ -33,6 +33,7 @@ use k8s_openapi::{
     api::{
         apps::v1::{DaemonSet, Deployment, StatefulSet},
         core::v1::{ConfigMap, Secret, Service, ServiceAccount},
+        networking::v1::NetworkPolicy,
         rbac::v1::{Role, RoleBinding},
     },
     apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference},
@@ -127,15 +128,17 @@ pub enum ObjectKind {
     RoleBinding,
     StatefulSet,
     DaemonSet,
+    NetworkPolicy,
 }
 
 impl ObjectKind {
     /// Every kind, in apply order (what others mount or run as first).
-    pub const ALL: [ObjectKind; 4] = [
+    pub const ALL: [ObjectKind; 5] = [
         ObjectKind::ServiceAccount,
         ObjectKind::ConfigMap,
         ObjectKind::Service,
         ObjectKind::Deployment,
+        ObjectKind::NetworkPolicy,
     ];
 
     /// A fixed metric/log label.
@@ -150,6 +153,7 @@ impl ObjectKind {
             ObjectKind::RoleBinding => "RoleBinding",
             ObjectKind::StatefulSet => "StatefulSet",
             ObjectKind::DaemonSet => "DaemonSet",
+            ObjectKind::NetworkPolicy => "NetworkPolicy",
         }
     }
 }
@@ -167,6 +171,7 @@ pub enum Object {
     RoleBinding(RoleBinding),
     StatefulSet(Box<StatefulSet>),
     DaemonSet(Box<DaemonSet>),
+    NetworkPolicy(Box<NetworkPolicy>),
 }
 
 impl Object {
@@ -181,6 +186,7 @@ impl Object {
             Object::RoleBinding(_) => ObjectKind::RoleBinding,
             Object::StatefulSet(_) => ObjectKind::StatefulSet,
             Object::DaemonSet(_) => ObjectKind::DaemonSet,
+            Object::NetworkPolicy(_) => ObjectKind::NetworkPolicy,
         }
     }
 
@@ -195,6 +201,7 @@ impl Object {
             Object::RoleBinding(o) => &o.metadata,
             Object::StatefulSet(o) => &o.metadata,
             Object::DaemonSet(o) => &o.metadata,
+            Object::NetworkPolicy(o) => &o.metadata,
         }
     }
 

@@ -124,6 +124,7 @@ pub fn render(
                 &ports,
             ))),
             Object::Deployment(Box::new(deployment)),
+            Object::NetworkPolicy(Box::new(workload::network_policy(&owner, &[HTTP], &[]))),
         ],
     })
 }

@@ -14,6 +14,10 @@ use k8s_openapi::{
             PodTemplateSpec, Probe, SeccompProfile, SecurityContext, Service, ServiceAccount,
             ServicePort, ServiceSpec as CoreServiceSpec, Volume, VolumeMount,
         },
+        networking::v1::{
+            NetworkPolicy, NetworkPolicyIngressRule, NetworkPolicyPeer, NetworkPolicyPort,
+            NetworkPolicySpec,
+        },
     },
     apimachinery::pkg::{
         apis::meta::v1::{LabelSelector, ObjectMeta},
@@ -22,7 +26,7 @@ use k8s_openapi::{
 };
 use nsight_api::{ServiceSpec, Workload};
 
-use super::Owner;
+use super::{Component, Owner};
 
 /// A named TCP port of a component.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -185,6 +189,62 @@ pub(crate) fn deployment(owner: &Owner, workload: &Workload, main: Main) -> Depl
             ..DeploymentSpec::default()
         }),
         status: None,
+    }
+}
+
+/// Ingress to `owner`'s Pods: `gateway_only` ports from the platform's gateway Pods (in any
+/// namespace: a shared gateway routes its tenants), `open` ports from anywhere (the agent
+/// channel, which has its own mutual TLS), nothing else. Defence in depth beside the gateway
+/// token, where the network plugin enforces policies; the kubelet's probes come from the node,
+/// which policies do not block.
+pub(crate) fn network_policy(owner: &Owner, gateway_only: &[Port], open: &[Port]) -> NetworkPolicy {
+    let ports = |ports: &[Port]| {
+        Some(
+            ports
+                .iter()
+                .map(|p| NetworkPolicyPort {
+                    port: Some(IntOrString::String(p.name.into())),
+                    protocol: Some("TCP".into()),
+                    ..NetworkPolicyPort::default()
+                })
+                .collect(),
+        )
+    };
+    let gateways = NetworkPolicyPeer {
+        namespace_selector: Some(LabelSelector::default()),
+        pod_selector: Some(LabelSelector {
+            match_labels: Some(BTreeMap::from([
+                (
+                    super::LABEL_COMPONENT.into(),
+                    Component::Gateway.label().into(),
+                ),
+                (super::LABEL_MANAGED_BY.into(), super::MANAGER.into()),
+            ])),
+            ..LabelSelector::default()
+        }),
+        ..NetworkPolicyPeer::default()
+    };
+    let mut ingress = vec![NetworkPolicyIngressRule {
+        from: Some(vec![gateways]),
+        ports: ports(gateway_only),
+    }];
+    if !open.is_empty() {
+        ingress.push(NetworkPolicyIngressRule {
+            from: None,
+            ports: ports(open),
+        });
+    }
+    NetworkPolicy {
+        metadata: owner.meta(owner.name.clone()),
+        spec: Some(NetworkPolicySpec {
+            pod_selector: Some(LabelSelector {
+                match_labels: Some(owner.selector()),
+                ..LabelSelector::default()
+            }),
+            policy_types: Some(vec!["Ingress".into()]),
+            ingress: Some(ingress),
+            ..NetworkPolicySpec::default()
+        }),
     }
 }
 
