@@ -397,7 +397,11 @@ fn timeline_paths(s: &Schemas) -> Value {
 pub fn tenant() -> Value {
     use tenant::*;
     let s = Schemas::new();
-    let name = path_param("name", json!({ "type": "string" }));
+    // What the API server accepts as an object name (a DNS-1123 label), as the service checks.
+    let name = path_param(
+        "name",
+        json!({ "type": "string", "pattern": "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$" }),
+    );
     let identity = json!({ "name": IDENTITY_HEADER, "in": "header", "required": true,
         "description": "the caller, set by the gateway's auth filter (never by the client)",
         "schema": { "type": "string" } });
