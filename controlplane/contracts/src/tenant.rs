@@ -37,18 +37,52 @@ pub const MAX_IDENTITY_LEN: usize = 1024;
 pub const MAX_REPORT_KEY_LEN: usize = 1024;
 
 /// Launch a streamer: for a whole session's reports, or for one report (its object key). Exactly
-/// one of the two.
+/// one of the two; `null` is refused like any other non-string (the document says so, and a
+/// request the document calls invalid is never accepted).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(extend("oneOf" = [{"required": ["sessionId"]}, {"required": ["report"]}]))
+)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LaunchStreamer {
-    /// The session whose reports the streamer opens (a UUID).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The session whose reports the streamer opens (a UUID, hyphenated).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(
+            with = "String",
+            extend("pattern" = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+        )
+    )]
     pub session_id: Option<String>,
     /// One report's object key, `<tag>/<session>/<collection>/<file>` (as listed by the
-    /// coordinator's `GET sessions/{id}/reports`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// coordinator's `GET sessions/{id}/reports`): four parts, none empty, `.` or `..`, no
+    /// control characters, the second a session ID, at most 1,024 characters.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(
+            with = "String",
+            length(max = 1024),
+            extend("pattern" = "^(?!\\.\\.?/)[^/\\u0000-\\u001f\\u007f-\\u009f]+/[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}/(?!\\.\\.?/)[^/\\u0000-\\u001f\\u007f-\\u009f]+/(?!\\.\\.?$)[^/\\u0000-\\u001f\\u007f-\\u009f]+$")
+        )
+    )]
     pub report: Option<String>,
+}
+
+/// A field that, when present, must be a string (`null` is refused, not read as absent).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    String::deserialize(d).map(Some)
 }
 
 /// What a launch asks for, checked: a session, or one report (and the session it belongs to).
@@ -94,10 +128,13 @@ impl From<LaunchError> for Problem {
     }
 }
 
+/// A session ID as the coordinator writes it: a hyphenated UUID (36 characters).
 fn session_id(raw: &str) -> Result<String, LaunchError> {
-    uuid::Uuid::parse_str(raw)
+    uuid::Uuid::try_parse(raw)
+        .ok()
+        .filter(|_| raw.len() == 36)
         .map(|u| u.hyphenated().to_string())
-        .map_err(|_| LaunchError::SessionId {
+        .ok_or_else(|| LaunchError::SessionId {
             input: raw.to_owned(),
         })
 }
@@ -116,7 +153,7 @@ impl LaunchStreamer {
                 let bad = || LaunchError::ReportKey { input: key.clone() };
                 let parts: Vec<&str> = key.split('/').collect();
                 let printable = key.chars().all(|c| !c.is_control());
-                if key.len() > MAX_REPORT_KEY_LEN
+                if key.chars().count() > MAX_REPORT_KEY_LEN
                     || !printable
                     || parts.len() != 4
                     || parts
@@ -251,6 +288,27 @@ mod tests {
             session_id: session.map(Into::into),
             report: report.map(Into::into),
         }
+    }
+
+    #[test]
+    fn null_and_unhyphenated_ids_are_refused_as_the_document_says() {
+        let parse = |body: &str| serde_json::from_str::<LaunchStreamer>(body);
+        assert!(
+            parse(r#"{"sessionId": null}"#).is_err(),
+            "null is not absent"
+        );
+        assert!(parse(&format!(r#"{{"sessionId": "{ID}", "report": null}}"#)).is_err());
+        assert_eq!(parse("{}").unwrap().target(), Err(LaunchError::NoTarget));
+        let simple = ID.replace('-', "");
+        assert!(matches!(
+            launch(Some(&simple), None).target(),
+            Err(LaunchError::SessionId { .. })
+        ));
+        let long = format!("t/{ID}/1/{}", "é".repeat(900));
+        assert!(
+            launch(None, Some(&long)).target().is_ok(),
+            "941 characters (1,841 bytes) are within the documented 1,024"
+        );
     }
 
     #[test]
