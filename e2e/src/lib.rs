@@ -26,6 +26,7 @@ pub mod oidc;
 pub mod platform;
 pub mod process;
 pub mod s3;
+pub mod schemathesis;
 
 use std::{
     net::{SocketAddr, TcpListener, TcpStream},

@@ -179,38 +179,18 @@ fn the_openapi_documents_hold_under_schemathesis() {
         &[],
         &dir.path().join("analysis.log"),
     );
-    let st = nsight_e2e::cache_dir().join("venv/bin/st");
-    assert!(
-        st.exists(),
-        "{} missing: run `cargo xtask setup python`",
-        st.display()
-    );
     for (service, addr) in [
         ("coordinator", coordinator.http),
         ("analysis", analysis.http),
     ] {
-        let out = std::process::Command::new(&st)
-            // It keeps a cache of what it found in `.schemathesis/` of its working directory.
-            .current_dir(dir.path())
-            .arg("run")
-            .arg(format!("http://{addr}/v1/openapi.json"))
-            .args(["--url", &format!("http://{addr}/v1")])
-            .args([
-                "--checks",
-                "all",
-                "--max-examples",
-                "25",
-                "--seed",
-                "1",
-                "--no-color",
-            ])
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "schemathesis found failures in the {service} API:\n{text}\n{}",
-            String::from_utf8_lossy(&out.stderr)
+        let checked = nsight_e2e::schemathesis::check(
+            dir.path(),
+            &format!("http://{addr}/v1/openapi.json"),
+            &format!("http://{addr}/v1"),
+            &[],
         );
+        if let Err(report) = checked {
+            panic!("schemathesis found failures in the {service} API:\n{report}");
+        }
     }
 }

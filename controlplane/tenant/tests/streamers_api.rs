@@ -93,7 +93,8 @@ fn client_as(rt: &tokio::runtime::Runtime, kube: &Kube, user: &str) -> kube::Cli
     })
 }
 
-/// Starts the tenant API for `ns` as its ServiceAccount; its base URL (`.../tenant/v1`).
+/// Starts the tenant API for `ns` as its ServiceAccount and waits until it answers; its base
+/// URL (`.../tenant/v1`).
 fn start_api(rt: &tokio::runtime::Runtime, kube: &Kube, ns: &str, config: Config) -> String {
     let client = client_as(rt, kube, &sa_user(ns));
     let listener = rt
@@ -102,6 +103,17 @@ fn start_api(rt: &tokio::runtime::Runtime, kube: &Kube, ns: &str, config: Config
     let addr = listener.local_addr().unwrap();
     let ns = ns.to_owned();
     rt.spawn(async move { nsight_tenant::run(listener, client, &ns, config).await });
+    let http = Http::new();
+    assert!(
+        wait_for(Duration::from_secs(10), || {
+            http.get(format!("http://{addr}/healthz"))
+                .send()
+                .ok()
+                .filter(|r| r.status() == 200)
+        })
+        .is_some(),
+        "the tenant API did not start (its /healthz needs no token)"
+    );
     format!("http://{addr}/tenant/v1")
 }
 
@@ -197,16 +209,6 @@ fn launch_cap_owner_rbac_and_bad_input() {
         },
     );
     let http = Http::new();
-    assert!(
-        wait_for(Duration::from_secs(10), || {
-            http.get(base.replace("/tenant/v1", "/healthz"))
-                .send()
-                .ok()
-                .filter(|r| r.status() == 200)
-        })
-        .is_some(),
-        "the tenant API did not start"
-    );
 
     // A streamer made by hand is not the tenant API's: not counted, listed or served.
     kube.create(
@@ -613,13 +615,6 @@ fn idle_streamers_are_reaped_and_reads_keep_them() {
         },
     );
     let http = Http::new();
-    assert!(wait_for(Duration::from_secs(10), || {
-        http.get(base.replace("/tenant/v1", "/healthz"))
-            .send()
-            .ok()
-            .filter(|r| r.status() == 200)
-    })
-    .is_some());
     // Before `left` was launched, so before its last activity.
     let before_launch = std::time::Instant::now();
     let left = launched(&http, &base, "alice");
@@ -725,14 +720,6 @@ fn only_the_gateway_reaches_the_api() {
         },
     );
     let http = Http::new();
-    let healthz = base.replace("/tenant/v1", "/healthz");
-    assert!(
-        wait_for(Duration::from_secs(10), || {
-            http.get(&healthz).send().ok().filter(|r| r.status() == 200)
-        })
-        .is_some(),
-        "the tenant API did not start (its /healthz needs no token)"
-    );
     let (status, kind, refused) = launch(&http, &base, "alice");
     assert_eq!(status, 403, "{refused}");
     assert_eq!(kind, "application/problem+json");
@@ -784,46 +771,14 @@ fn the_openapi_document_holds_under_schemathesis() {
             gateway_token: None,
         },
     );
-    let http = Http::new();
-    assert!(
-        wait_for(Duration::from_secs(10), || {
-            http.get(base.replace("/tenant/v1", "/healthz"))
-                .send()
-                .ok()
-                .filter(|r| r.status() == 200)
-        })
-        .is_some(),
-        "the tenant API did not start"
-    );
-    let st = nsight_e2e::cache_dir().join("venv/bin/st");
-    assert!(
-        st.exists(),
-        "{} missing: run `cargo xtask setup python`",
-        st.display()
-    );
     let dir = nsight_e2e::TempDir::new("tenant-schemathesis");
-    let out = std::process::Command::new(&st)
-        // It keeps a cache of what it found in `.schemathesis/` of its working directory.
-        .current_dir(dir.path())
-        .arg("run")
-        .arg(format!("{base}/openapi.json"))
-        .args(["--url", &base])
-        .args(["-H", "x-nsight-auth-identity: alice"])
-        .args([
-            "--checks",
-            "all",
-            "--max-examples",
-            "25",
-            "--seed",
-            "1",
-            "--no-color",
-        ])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "schemathesis found failures in the tenant API:\n{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let checked = nsight_e2e::schemathesis::check(
+        dir.path(),
+        &format!("{base}/openapi.json"),
+        &base,
+        &["x-nsight-auth-identity: alice"],
     );
+    if let Err(report) = checked {
+        panic!("schemathesis found failures in the tenant API:\n{report}");
+    }
 }
