@@ -61,6 +61,11 @@ pub fn helm_bin() -> PathBuf {
 
 /// One request to an API server with a bearer token: `(status, body as JSON or a string)`;
 /// status 0 when the server could not be reached or the method is not one.
+/// The last `n` lines of a log, newest first.
+fn newest_lines(log: &str, n: usize) -> String {
+    log.lines().rev().take(n).collect::<Vec<_>>().join("\n")
+}
+
 pub fn api_request(
     client: &reqwest::blocking::Client,
     base: &str,
@@ -177,13 +182,32 @@ pub struct Kube {
     pub token: String,
     client: reqwest::blocking::Client,
     apiserver: Running,
-    _etcd: Running,
+    etcd: Running,
     dir: TempDir,
 }
 
 impl Kube {
-    /// Starts etcd and the API server and waits until `/readyz` answers 200 (up to 60 s).
+    /// Starts etcd and the API server and waits until `/readyz` answers 200.
+    ///
+    /// The tests of one binary run in parallel, and an API server's start is the heaviest
+    /// thing they do: starts are taken one at a time (the servers then run side by side), and
+    /// a start whose etcd or API server exits (a port taken between choosing and binding it)
+    /// is tried once more on fresh ports, its first failure printed.
     pub fn start() -> Self {
+        static STARTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _one_at_a_time = STARTING
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match Self::try_start() {
+            Ok(kube) => kube,
+            Err(first) => {
+                eprintln!("kube-apiserver start failed, trying once more on fresh ports: {first}");
+                Self::try_start().unwrap_or_else(|again| panic!("{again}"))
+            }
+        }
+    }
+
+    fn try_start() -> Result<Self, String> {
         let apiserver_bin = kube_apiserver_bin();
         let etcd_bin = etcd_bin();
         let dir = TempDir::new("nsight-kube");
@@ -258,28 +282,28 @@ impl Kube {
             token: ADMIN_TOKEN.into(),
             client,
             apiserver,
-            _etcd: etcd,
+            etcd,
             dir,
         };
-        let mut exited = false;
-        let ready = wait_for(Duration::from_secs(60), || {
-            if !kube.apiserver.is_running() {
-                exited = true;
+        let ready = wait_for(Duration::from_secs(120), || {
+            if !kube.apiserver.is_running() || !kube.etcd.is_running() {
                 return Some(false);
             }
             (kube.request("GET", "/readyz", None).0 == 200).then_some(true)
         });
-        if ready != Some(true) {
-            let log = kube.apiserver.log();
-            let tail: String = log.lines().rev().take(30).collect::<Vec<_>>().join("\n");
-            let why = if exited {
-                "exited"
-            } else {
-                "not ready in 60 s"
-            };
-            panic!("kube-apiserver {why}; last log lines (newest first):\n{tail}");
+        if ready == Some(true) {
+            return Ok(kube);
         }
-        kube
+        let why = match (kube.apiserver.exit_status(), kube.etcd.exit_status()) {
+            (Some(status), _) => format!("kube-apiserver exited ({status})"),
+            (None, Some(status)) => format!("etcd exited ({status})"),
+            (None, None) => "kube-apiserver not ready in 120 s".to_owned(),
+        };
+        Err(format!(
+            "{why}\nkube-apiserver log, newest first:\n{}\netcd log, newest first:\n{}",
+            newest_lines(&kube.apiserver.log(), 30),
+            newest_lines(&kube.etcd.log(), 10),
+        ))
     }
 
     /// One request with the admin token: `(status, body as JSON or Null)`. Status 0 when the

@@ -163,14 +163,25 @@ pub fn wait_for_tcp(addr: SocketAddr, timeout: Duration) -> bool {
 pub struct TempDir(PathBuf);
 
 impl TempDir {
+    /// A directory no other `TempDir` of any process holds: the name carries the process id
+    /// and a per-process sequence number (a clock alone can give two threads the same name),
+    /// and `create_dir` refuses a name that exists.
     pub fn new(prefix: &str) -> Self {
+        static SEQUENCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
             .unwrap_or_default();
-        let path = std::env::temp_dir().join(format!("{prefix}-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&path).expect("create temp dir");
-        Self(path)
+        let pid = std::process::id();
+        loop {
+            let n = SEQUENCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let path = std::env::temp_dir().join(format!("{prefix}-{pid}-{n}-{nanos}"));
+            match std::fs::create_dir(&path) {
+                Ok(()) => return Self(path),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => panic!("create temp dir {}: {e}", path.display()),
+            }
+        }
     }
 
     pub fn path(&self) -> &std::path::Path {

@@ -66,6 +66,11 @@ impl Running {
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }
+
+    /// How the process ended, if it has (a signal shows as `signal: 9 (SIGKILL)`).
+    pub fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
 }
 
 impl Drop for Running {
