@@ -13,55 +13,12 @@
 use std::time::Instant;
 
 use nsight_e2e::{
-    agent::{files_with_ext, gcc_nvtx, python, query, range_summary, run_launch},
+    agent::{
+        files_with_ext, gcc_nvtx, python, query, range_summary, run_launch,
+        NVTX_C_PROGRAM as C_PROGRAM,
+    },
     bin, TempDir,
 };
-
-const C_PROGRAM: &str = r#"
-#include <nvtx3/nvToolsExt.h>
-#include <pthread.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-static void* worker(void* arg) {
-    (void)arg;
-    nvtxNameOsThreadA((uint32_t)syscall(SYS_gettid), "c-worker");
-    nvtxRangePushA("worker");
-    usleep(30000);
-    nvtxRangePop();
-    return 0;
-}
-int main(void) {
-    nvtxRangePushA("outer");
-    for (int i = 0; i < 3; i++) {
-        nvtxRangePushA("inner");
-        usleep(20000);
-        nvtxRangePop();
-    }
-    nvtxMarkA("checkpoint");
-    nvtxDomainHandle_t d = nvtxDomainCreateA("cdomain");
-    nvtxDomainNameCategoryA(d, 7, "io");
-    nvtxEventAttributes_t a = {0};
-    a.version = NVTX_VERSION;
-    a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
-    a.category = 7;
-    a.colorType = NVTX_COLOR_ARGB;
-    a.color = 0xFF00FF00;
-    a.payloadType = NVTX_PAYLOAD_TYPE_INT64;
-    a.payload.llValue = 42;
-    a.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
-    a.message.registered = nvtxDomainRegisterStringA(d, "registered-step");
-    nvtxDomainRangePushEx(d, &a);
-    usleep(10000);
-    nvtxDomainRangePop(d);
-    nvtxRangeId_t id = nvtxRangeStartA("async");
-    pthread_t t;
-    pthread_create(&t, 0, worker, 0);
-    pthread_join(t, 0);
-    nvtxRangeEnd(id);
-    nvtxRangePop();
-    return 3;
-}
-"#;
 
 #[test]
 fn a_c_program_gets_one_report_with_its_ranges_nesting_and_durations() {

@@ -11,7 +11,8 @@
 //! backends plug in through [`channel::Backend`]. [`run`] is `nsight-agent run`; [`capture`]
 //! chooses what the injection library records (NVTX, CUPTI GPU activity); [`nvtx`] talks to the
 //! injected processes; [`report`] writes the SQLite export (pure over a connection, the `nsight-report` crate);
-//! [`publish`] names and uploads reports; [`nsys`] is the nsys backend's command lines and state
+//! [`publish`] names and uploads reports (and offers each dump to the OTLP [`mirror`], sent by
+//! [`mirror_export`]); [`nsys`] is the nsys backend's command lines and state
 //! machine, [`nsys_run`] runs them, [`started`] tells whether nsys ever started the program;
 //! [`preflight`] the diagnostics sent at registration; [`leftovers`] cleans up after agents that
 //! were killed.
@@ -20,6 +21,8 @@ pub mod capture;
 pub mod channel;
 pub mod init;
 pub mod leftovers;
+pub mod mirror;
+pub mod mirror_export;
 pub mod nsys;
 pub mod nsys_run;
 pub mod nvtx;

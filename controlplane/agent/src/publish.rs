@@ -1,7 +1,8 @@
 //! From dumps to stored reports: one SQLite report per process per collection, named by the
 //! storage layout (`<tag>/<session>/<collection>/<process>_<tag>_<instance>_pid<pid>.sqlite`),
 //! spooled and uploaded through the storage crate's uploader (which retries and keeps what it
-//! could not store for the next drain).
+//! could not store for the next drain). With mirroring on, each dump's NVTX ranges are also
+//! offered to the OTLP mirror (`mirror`, `mirror_export`) before the report is written.
 
 use std::path::PathBuf;
 
@@ -11,6 +12,8 @@ use nsight_storage::{
 };
 
 use crate::{
+    mirror::{self, Origin},
+    mirror_export::Mirror,
     nvtx::ProcessDump,
     report::{self, ReportMeta},
 };
@@ -24,6 +27,16 @@ pub struct Publisher {
     pub tag: String,
     /// The pod (or host) the agent runs in.
     pub instance: String,
+    /// NVTX mirroring as OTLP spans, when the tool config turns it on.
+    pub mirror: Option<MirrorTo>,
+}
+
+/// Where mirrored spans go, and the resource attributes the publisher does not know.
+#[derive(Debug)]
+pub struct MirrorTo {
+    pub mirror: Mirror,
+    pub namespace: String,
+    pub container: String,
 }
 
 /// The storage key of one process's report.
@@ -49,13 +62,28 @@ pub fn report_key(
 
 impl Publisher {
     /// Writes one report per dump and uploads them; returns the stored keys. Fails only when
-    /// nothing could be stored although there was something to store.
+    /// nothing could be stored although there was something to store. Mirrors the dumps first
+    /// (never waiting: `Mirror::offer`).
     pub async fn publish(
         &self,
         session: &str,
         collection: &str,
         dumps: &[ProcessDump],
     ) -> Result<Vec<String>, String> {
+        if let Some(to) = &self.mirror {
+            let origin = Origin {
+                session: session.to_owned(),
+                collection: collection.to_owned(),
+                tag: self.tag.clone(),
+                pod: self.instance.clone(),
+                namespace: to.namespace.clone(),
+                container: to.container.clone(),
+            };
+            for d in dumps {
+                let ids = uuid::Uuid::new_v4().as_u128();
+                to.mirror.offer(mirror::mirror(&d.dump, &origin, ids));
+            }
+        }
         std::fs::create_dir_all(&self.work_dir)
             .map_err(|e| format!("creating {}: {e}", self.work_dir.display()))?;
         let now_ns = std::time::SystemTime::now()

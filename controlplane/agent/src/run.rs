@@ -167,6 +167,9 @@ fn launch_session() -> String {
     format!("launch-{secs}-{}", &id[..8])
 }
 
+/// How long an exiting agent waits for mirrored spans still queued.
+const MIRROR_FLUSH: Duration = Duration::from_secs(5);
+
 /// Runs the target to completion; returns its exit code.
 pub async fn run(options: RunOptions, publisher: Publisher) -> anyhow::Result<i32> {
     if options.argv.is_empty() {
@@ -177,9 +180,21 @@ pub async fn run(options: RunOptions, publisher: Publisher) -> anyhow::Result<i3
     match &options.backend {
         BackendKind::Nvtx(injection) => {
             let injection = injection.clone();
-            run_nvtx(options, &injection, publisher).await
+            let code = run_nvtx(options, &injection, &publisher).await;
+            if let Some(to) = &publisher.mirror {
+                if !to.mirror.flush(MIRROR_FLUSH).await {
+                    tracing::warn!("NVTX mirroring: spans still queued at exit were not sent");
+                }
+                to.mirror.log();
+            }
+            code
         }
         BackendKind::Nsys(commands) => {
+            if publisher.mirror.is_some() {
+                tracing::warn!(
+                    "NVTX mirroring needs the built-in capture (--backend nvtx); with nsys it is off"
+                );
+            }
             let commands = commands.clone();
             run_nsys(options, commands, publisher).await
         }
@@ -346,7 +361,7 @@ async fn run_unprofiled_following(
 async fn run_nvtx(
     options: RunOptions,
     injection: &crate::capture::Injection,
-    publisher: Publisher,
+    publisher: &Publisher,
 ) -> anyhow::Result<i32> {
     let program = &options.argv[0];
     let server = ControlServer::bind(
@@ -400,7 +415,7 @@ async fn run_nvtx(
             config.process_name = nsys_run::process_name(&options.argv);
             let mut backend = NvtxBackend {
                 server: &server,
-                publisher: &publisher,
+                publisher,
                 current: None,
                 last: None,
             };

@@ -25,6 +25,24 @@ pub mod attributes {
     pub const NVTX_PAYLOAD: &str = "nvtx.payload";
 }
 
+/// The OpenTelemetry semantic conventions the converter reads and the agent's mirroring writes.
+pub mod semconv {
+    /// Resource: the process id (the report's `PROCESSES.pid`).
+    pub const PROCESS_PID: &str = "process.pid";
+    /// Resource: the executable's name (the report's process name); else `service.name`.
+    pub const PROCESS_EXECUTABLE_NAME: &str = "process.executable.name";
+    pub const SERVICE_NAME: &str = "service.name";
+    /// Resource: where the process runs (the report key's instance): the pod, else the host.
+    pub const K8S_POD_NAME: &str = "k8s.pod.name";
+    pub const HOST_NAME: &str = "host.name";
+    /// Resource: the pod's namespace and the container (written by the agent's mirroring).
+    pub const K8S_NAMESPACE_NAME: &str = "k8s.namespace.name";
+    pub const K8S_CONTAINER_NAME: &str = "k8s.container.name";
+    /// Span: the OS thread that ran the span (the range's thread); else the process's main thread.
+    pub const THREAD_ID: &str = "thread.id";
+    pub const THREAD_NAME: &str = "thread.name";
+}
+
 /// OTLP/HTTP traces (the converter's receiver).
 pub const TRACES: &str = "/v1/traces";
 /// What the converter's buffer holds (`GET`, [`CollectionStatus`] list).

@@ -9,20 +9,7 @@ use crate::proto::common::{any_value::Value, AnyValue, KeyValue};
 
 pub use nsight_contracts::otlp::attributes::*;
 
-/// OpenTelemetry semantic conventions the converter reads.
-pub mod semconv {
-    /// Resource: the process id (the report's `PROCESSES.pid`).
-    pub const PROCESS_PID: &str = "process.pid";
-    /// Resource: the executable's name (the report's process name); else `service.name`.
-    pub const PROCESS_EXECUTABLE_NAME: &str = "process.executable.name";
-    pub const SERVICE_NAME: &str = "service.name";
-    /// Resource: where the process runs (the report key's instance): the pod, else the host.
-    pub const K8S_POD_NAME: &str = "k8s.pod.name";
-    pub const HOST_NAME: &str = "host.name";
-    /// Span: the OS thread that ran the span (the range's thread); else the process's main thread.
-    pub const THREAD_ID: &str = "thread.id";
-    pub const THREAD_NAME: &str = "thread.name";
-}
+pub use nsight_contracts::otlp::semconv;
 
 /// The value of `key` in `attrs`, if present.
 pub fn find<'a>(attrs: &'a [KeyValue], key: &str) -> Option<&'a Value> {

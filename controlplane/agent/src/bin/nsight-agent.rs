@@ -10,10 +10,11 @@ use nsight_agent::{
     capture::{self, Capture, Injection},
     channel::{self, AgentConfig, TlsSource},
     leftovers,
+    mirror_export::Mirror,
     nsys::{split_tool_args, NsysCommands},
     nsys_run,
     preflight::{self, Facts},
-    publish::Publisher,
+    publish::{MirrorTo, Publisher},
     run::{self, BackendKind, Mode, RunOptions},
     unprofiled,
 };
@@ -188,6 +189,10 @@ struct RunArgs {
     container: String,
     #[arg(long, env = "NODE_NAME", default_value = "local")]
     node: String,
+    /// Mirror NVTX ranges as OTLP spans to this OTLP/gRPC endpoint (the Pod's sidecar,
+    /// `http://127.0.0.1:4317`) at each collection's stop; reports are stored as ever.
+    #[arg(long, env = "NSIGHT_OTLP_MIRROR_ENDPOINT", value_name = "URL")]
+    otlp_mirror: Option<String>,
     /// The program and its arguments.
     #[arg(last = true, required = true)]
     argv: Vec<String>,
@@ -339,11 +344,22 @@ async fn run_command(args: RunArgs) -> anyhow::Result<i32> {
         }),
         _ => None,
     };
+    // A bad endpoint is a warning: the program is profiled and its reports stored anyway.
+    let mirror = args.otlp_mirror.as_deref().and_then(|url| {
+        Mirror::start(url)
+            .map_err(|e| tracing::warn!("NVTX mirroring is off: {e}"))
+            .ok()
+    });
     let publisher = Publisher {
         uploader,
         work_dir: work_dir.join("reports"),
         tag: args.tag.clone(),
         instance: pod,
+        mirror: mirror.map(|mirror| MirrorTo {
+            mirror,
+            namespace: args.namespace.clone(),
+            container: args.container.clone(),
+        }),
     };
     let options = RunOptions {
         mode,
@@ -392,6 +408,8 @@ async fn main() {
                 .unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
+        // The agent's lines land in the profiled container's log: colour only on a terminal.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let args = match Cli::parse().command {
         Command::Run(args) => *args,

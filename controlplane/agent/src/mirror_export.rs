@@ -1,0 +1,211 @@
+//! NVTX mirroring, the I/O part: a bounded queue of export requests and one task that sends
+//! them over OTLP/gRPC to the Pod's sidecar (or any OTLP endpoint). Offering never waits: when
+//! the queue is full, or the endpoint cannot be reached, the spans are dropped and counted, and
+//! the reports are stored as ever (mirroring is a copy, never in the way of profiling).
+//!
+//! ```text
+//!  stop ──Mirror::offer (try_send)──> queue (QUEUE_REQUESTS) ──export task──> TraceService/Export
+//!                          └─ full: dropped += spans                  └─ error: dropped += spans
+//! ```
+
+use std::{
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc, Mutex,
+    },
+    time::Duration,
+};
+
+use tokio::sync::{mpsc, oneshot};
+use tonic::transport::{Channel, Endpoint};
+
+use crate::{
+    mirror::Mirrored,
+    proto::otlp::collector::{trace_service_client::TraceServiceClient, ExportTraceServiceRequest},
+    publish::chain,
+};
+
+/// Requests waiting to be sent (each up to `mirror::BATCH_SPANS` spans).
+pub const QUEUE_REQUESTS: usize = 256;
+/// One export's time limit, connection included.
+const EXPORT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What the mirroring did so far.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MirrorStats {
+    /// Spans the endpoint acknowledged.
+    pub sent: u64,
+    /// Spans dropped: the queue was full or the endpoint refused or could not be reached.
+    pub dropped: u64,
+    /// Records that are not spans (marks outside a range, ranges open at the stop).
+    pub not_mirrored: u64,
+    /// The last export error, if any.
+    pub last_error: Option<String>,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    sent: AtomicU64,
+    dropped: AtomicU64,
+    not_mirrored: AtomicU64,
+    last_error: Mutex<Option<String>>,
+}
+
+impl Counters {
+    fn failed(&self, spans: u64, error: String) {
+        self.dropped.fetch_add(spans, Ordering::Relaxed);
+        if let Ok(mut last) = self.last_error.lock() {
+            *last = Some(error);
+        }
+    }
+}
+
+enum Job {
+    Export(ExportTraceServiceRequest, u64),
+    /// Answered once everything queued before it is handled.
+    Flush(oneshot::Sender<()>),
+}
+
+/// The mirroring of one agent. Cheap to share by reference; the export task ends with it.
+#[derive(Debug)]
+pub struct Mirror {
+    endpoint: String,
+    queue: mpsc::Sender<Job>,
+    counters: Arc<Counters>,
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Export(_, spans) => write!(f, "Export({spans} spans)"),
+            Self::Flush(_) => f.write_str("Flush"),
+        }
+    }
+}
+
+impl Mirror {
+    /// Starts the export task for `endpoint` (`http://127.0.0.1:4317`). Fails only on an
+    /// endpoint that is not a URL.
+    pub fn start(endpoint: &str) -> Result<Self, String> {
+        let target = Endpoint::from_shared(endpoint.to_owned())
+            .map_err(|e| format!("the OTLP mirroring endpoint {endpoint:?} is not a URL: {e}"))?
+            .connect_timeout(EXPORT_TIMEOUT)
+            .timeout(EXPORT_TIMEOUT);
+        let (queue, jobs) = mpsc::channel(QUEUE_REQUESTS);
+        let counters = Arc::new(Counters::default());
+        tokio::spawn(export(target, jobs, Arc::clone(&counters)));
+        Ok(Self {
+            endpoint: endpoint.to_owned(),
+            queue,
+            counters,
+        })
+    }
+
+    /// Queues one dump's spans without waiting; what does not fit is dropped and counted.
+    pub fn offer(&self, mirrored: Mirrored) {
+        let not_mirrored = u64::try_from(mirrored.not_mirrored).unwrap_or(u64::MAX);
+        self.counters
+            .not_mirrored
+            .fetch_add(not_mirrored, Ordering::Relaxed);
+        for request in mirrored.requests {
+            let spans = request
+                .resource_spans
+                .iter()
+                .flat_map(|r| &r.scope_spans)
+                .map(|s| s.spans.len())
+                .sum::<usize>();
+            let spans = u64::try_from(spans).unwrap_or(u64::MAX);
+            if let Err(e) = self.queue.try_send(Job::Export(request, spans)) {
+                self.counters
+                    .failed(spans, format!("the mirroring queue is full or closed: {e}"));
+            }
+        }
+    }
+
+    /// Waits (at most `limit`) until everything offered so far is sent or dropped: before the
+    /// agent exits, so a launch-mode run's spans are not lost with it.
+    pub async fn flush(&self, limit: Duration) -> bool {
+        let (done, wait) = oneshot::channel();
+        let sent = tokio::time::timeout(limit, async {
+            self.queue.send(Job::Flush(done)).await.is_ok() && wait.await.is_ok()
+        })
+        .await;
+        matches!(sent, Ok(true))
+    }
+
+    pub fn stats(&self) -> MirrorStats {
+        MirrorStats {
+            sent: self.counters.sent.load(Ordering::Relaxed),
+            dropped: self.counters.dropped.load(Ordering::Relaxed),
+            not_mirrored: self.counters.not_mirrored.load(Ordering::Relaxed),
+            last_error: self.counters.last_error.lock().ok().and_then(|e| e.clone()),
+        }
+    }
+
+    /// Logs the counters: a warning when spans were dropped.
+    pub fn log(&self) {
+        let s = self.stats();
+        if s.dropped > 0 {
+            tracing::warn!(
+                endpoint = %self.endpoint,
+                sent = s.sent,
+                dropped = s.dropped,
+                not_mirrored = s.not_mirrored,
+                last_error = s.last_error.as_deref().unwrap_or_default(),
+                "NVTX mirroring dropped spans (the reports are not affected)"
+            );
+        } else {
+            tracing::info!(
+                endpoint = %self.endpoint,
+                sent = s.sent,
+                not_mirrored = s.not_mirrored,
+                "NVTX mirroring"
+            );
+        }
+    }
+}
+
+/// The export task: one request at a time, one connection kept while it works.
+async fn export(target: Endpoint, mut jobs: mpsc::Receiver<Job>, counters: Arc<Counters>) {
+    let mut client: Option<TraceServiceClient<Channel>> = None;
+    while let Some(job) = jobs.recv().await {
+        let (request, spans) = match job {
+            Job::Export(request, spans) => (request, spans),
+            Job::Flush(done) => {
+                let _ = done.send(());
+                continue;
+            }
+        };
+        let result = async {
+            let c = match client.as_mut() {
+                Some(c) => c,
+                None => client.insert(TraceServiceClient::new(
+                    target.connect().await.map_err(|e| chain(&e))?,
+                )),
+            };
+            c.export(request)
+                .await
+                .map_err(|status| format!("{}: {}", status.code(), status.message()))
+        }
+        .await;
+        match result {
+            Ok(answer) => {
+                let rejected = answer
+                    .into_inner()
+                    .partial_success
+                    .map_or(0, |p| u64::try_from(p.rejected_spans).unwrap_or_default());
+                counters
+                    .sent
+                    .fetch_add(spans.saturating_sub(rejected), Ordering::Relaxed);
+                if rejected > 0 {
+                    counters.failed(rejected, format!("the endpoint rejected {rejected} spans"));
+                }
+            }
+            Err(e) => {
+                // A fresh connection for the next request.
+                client = None;
+                counters.failed(spans, e);
+            }
+        }
+    }
+}

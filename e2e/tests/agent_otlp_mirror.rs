@@ -1,0 +1,196 @@
+//! NVTX mirroring: `nsight-agent run --otlp-mirror URL` sends each process's NVTX ranges as
+//! OTLP spans over gRPC, here straight to the real converter (`nsight-otlp`), which stores its
+//! own report beside the agent's in the same storage. The converter's report holds the ranges
+//! the agent's report holds (names with domains, counts, total durations to the nanosecond),
+//! the marks, the thread names. With nothing listening, the program runs and exits as ever, its
+//! report is stored, and the dropped spans are counted in the agent's log.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "tests fail loudly on unexpected errors"
+)]
+
+use std::{net::SocketAddr, path::Path, process::Command, time::Duration};
+
+use nsight_e2e::{
+    agent::{files_with_ext, gcc_nvtx, query, range_summary, run_launch, NVTX_C_PROGRAM},
+    bin, free_port, http,
+    process::Running,
+    wait_for_tcp, TempDir,
+};
+
+/// The converter process: OTLP/gRPC on `grpc`, its own endpoints on `http`.
+struct Converter {
+    _process: Running,
+    http: SocketAddr,
+    grpc: SocketAddr,
+}
+
+fn converter(dir: &Path, storage: &Path) -> Converter {
+    let http = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let grpc = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let mut cmd = Command::new(bin("nsight-otlp"));
+    cmd.arg("--http-listen")
+        .arg(http.to_string())
+        .arg("--grpc-listen")
+        .arg(grpc.to_string())
+        .arg("--data-dir")
+        .arg(dir.join("converter-data"))
+        .arg("--storage-dir")
+        .arg(storage);
+    let process = Running::spawn("nsight-otlp", cmd, &dir.join("converter.log"));
+    assert!(
+        wait_for_tcp(http, Duration::from_secs(30)) && wait_for_tcp(grpc, Duration::from_secs(5)),
+        "the converter did not listen: {}",
+        process.log()
+    );
+    Converter {
+        _process: process,
+        http,
+        grpc,
+    }
+}
+
+/// Marks by text, with their counts.
+fn marks(db: &Path) -> Vec<(String, i64)> {
+    query(
+        db,
+        "SELECT coalesce(s.value, e.text) AS name, count(*) AS n
+         FROM NVTX_EVENTS AS e LEFT JOIN StringIds AS s ON s.id = e.textId
+         WHERE e.eventType = 34 GROUP BY 1 ORDER BY 1",
+    )
+    .into_iter()
+    .map(|r| {
+        (
+            r["name"].as_str().unwrap().to_owned(),
+            r["n"].as_i64().unwrap(),
+        )
+    })
+    .collect()
+}
+
+fn thread_names(db: &Path) -> Vec<String> {
+    query(
+        db,
+        "SELECT s.value AS name FROM ThreadNames AS t JOIN StringIds AS s ON s.id = t.nameId
+         ORDER BY 1",
+    )
+    .into_iter()
+    .map(|r| r["name"].as_str().unwrap().to_owned())
+    .collect()
+}
+
+#[test]
+fn mirrored_ranges_come_back_from_the_converter_as_the_agent_recorded_them() {
+    let dir = TempDir::new("agent-mirror");
+    let storage = dir.path().join("storage");
+    let conv = converter(dir.path(), &storage);
+    let exe = dir.path().join("nvtx_c");
+    gcc_nvtx(NVTX_C_PROGRAM, &exe);
+
+    let endpoint = format!("http://{}", conv.grpc);
+    let out = run_launch(
+        &storage,
+        &["--otlp-mirror", &endpoint],
+        &[exe.to_str().unwrap()],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "the program's exit code\n{stderr}"
+    );
+    assert!(
+        stderr.contains("NVTX mirroring") && stderr.contains("sent=7"),
+        "the agent reports the seven ranges it mirrored:\n{stderr}"
+    );
+
+    // The agent's report: <tag>/<session>/<collection>/<file>.
+    let reports = files_with_ext(&storage, "sqlite");
+    assert_eq!(reports.len(), 1, "{reports:?}\n{stderr}");
+    let agents = reports[0].clone();
+    let collection_dir = agents.parent().unwrap();
+    let collection = collection_dir.file_name().unwrap().to_str().unwrap();
+    let session = collection_dir
+        .parent()
+        .unwrap()
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap();
+    assert_eq!(collection, "1");
+
+    // The collection stops at the converter (the coordinator's stop does this in a cluster).
+    let answer = http::request(
+        conv.http,
+        "POST",
+        &format!("/v1/collections/{session}/{collection}/stop"),
+        &[],
+        None,
+    )
+    .unwrap();
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let answer: serde_json::Value = serde_json::from_str(&answer.body).unwrap();
+    let stored = answer["stored"].as_array().unwrap();
+    assert_eq!(stored.len(), 1, "one process, one report: {answer}");
+    let converted = storage.join(stored[0].as_str().unwrap());
+    assert_eq!(
+        converted.parent().unwrap(),
+        collection_dir,
+        "beside the agent's report"
+    );
+    let name = converted.file_name().unwrap().to_str().unwrap();
+    assert!(
+        name.starts_with("nvtx-c_default_") && name.contains("_otlp-pid"),
+        "{name}"
+    );
+
+    let expected = range_summary(&agents);
+    assert_eq!(
+        expected.len(),
+        5,
+        "the program's five range names: {expected:?}"
+    );
+    assert_eq!(
+        range_summary(&converted),
+        expected,
+        "names (with domains), counts and total durations"
+    );
+    assert_eq!(marks(&converted), marks(&agents));
+    assert_eq!(marks(&agents), [("checkpoint".to_owned(), 1)]);
+    assert!(
+        thread_names(&converted).contains(&"c-worker".to_owned()),
+        "{:?}",
+        thread_names(&converted)
+    );
+}
+
+#[test]
+fn with_nothing_listening_the_program_runs_and_the_drops_are_counted() {
+    let dir = TempDir::new("agent-mirror-down");
+    let storage = dir.path().join("storage");
+    let exe = dir.path().join("nvtx_c");
+    gcc_nvtx(NVTX_C_PROGRAM, &exe);
+    let closed = format!("http://127.0.0.1:{}", free_port());
+    let began = std::time::Instant::now();
+    let out = run_launch(
+        &storage,
+        &["--otlp-mirror", &closed],
+        &[exe.to_str().unwrap()],
+    );
+    let took = began.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert_eq!(files_with_ext(&storage, "sqlite").len(), 1, "{stderr}");
+    assert!(
+        stderr.contains("NVTX mirroring dropped spans") && stderr.contains("dropped=7"),
+        "the seven ranges (outer, 3 inner, registered-step, async, worker) are counted as \
+         dropped:\n{stderr}"
+    );
+    assert!(
+        took < Duration::from_secs(30),
+        "the agent does not hang on a dead endpoint: {took:?}"
+    );
+}
