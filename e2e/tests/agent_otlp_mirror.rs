@@ -1,6 +1,7 @@
 //! NVTX mirroring: `nsight-agent run --otlp-mirror URL` sends each process's NVTX ranges as
-//! OTLP spans over gRPC, here straight to the real converter (`nsight-otlp`), which stores its
-//! own report beside the agent's in the same storage. The converter's report holds the ranges
+//! OTLP spans over gRPC to the real converter (`nsight-otlp`), straight or through a real Envoy
+//! running the sidecar bootstrap the operator renders for an OTLPProxyConfig; the converter
+//! stores its own report beside the agent's in the same storage. The converter's report holds the ranges
 //! the agent's report holds (names with domains, counts, total durations to the nanosecond),
 //! the marks, the thread names. With nothing listening, the program runs and exits as ever, its
 //! report is stored, and the dropped spans are counted in the agent's log.
@@ -14,9 +15,11 @@
 
 use std::{net::SocketAddr, path::Path, process::Command, time::Duration};
 
+use nsight_operator::render::otlp_proxy;
+
 use nsight_e2e::{
     agent::{files_with_ext, gcc_nvtx, query, range_summary, run_launch, NVTX_C_PROGRAM},
-    bin, free_port, http,
+    bin, envoy_bin, free_port, http,
     process::Running,
     wait_for_tcp, TempDir,
 };
@@ -82,15 +85,59 @@ fn thread_names(db: &Path) -> Vec<String> {
     .collect()
 }
 
+/// A real Envoy with the OTLP proxy sidecar's bootstrap (`render::otlp_proxy`), forwarding to
+/// the converter in place of the collector; returns it and its OTLP/gRPC address.
+fn sidecar(dir: &Path, conv: &Converter) -> (Running, SocketAddr) {
+    let (http_port, grpc_port) = (free_port(), free_port());
+    let upstream = otlp_proxy::Upstream {
+        host: "127.0.0.1",
+        http_port: conv.http.port(),
+        grpc_port: conv.grpc.port(),
+    };
+    let bootstrap = dir.join("otlp-proxy.json");
+    std::fs::write(
+        &bootstrap,
+        otlp_proxy::envoy_bootstrap(http_port, grpc_port, &upstream).to_string(),
+    )
+    .unwrap();
+    let mut cmd = Command::new(envoy_bin());
+    cmd.arg("-c")
+        .arg(&bootstrap)
+        .args(["--disable-hot-restart", "--log-level", "warn"]);
+    let envoy = Running::spawn("envoy", cmd, &dir.join("envoy.log"));
+    let grpc = SocketAddr::from(([127, 0, 0, 1], grpc_port));
+    assert!(
+        wait_for_tcp(grpc, Duration::from_secs(30)),
+        "the sidecar Envoy did not listen: {}",
+        envoy.log()
+    );
+    (envoy, grpc)
+}
+
 #[test]
 fn mirrored_ranges_come_back_from_the_converter_as_the_agent_recorded_them() {
+    round_trip(false);
+}
+
+#[test]
+fn through_the_sidecar_envoy_the_ranges_come_back_the_same() {
+    round_trip(true);
+}
+
+fn round_trip(through_sidecar: bool) {
     let dir = TempDir::new("agent-mirror");
     let storage = dir.path().join("storage");
     let conv = converter(dir.path(), &storage);
     let exe = dir.path().join("nvtx_c");
     gcc_nvtx(NVTX_C_PROGRAM, &exe);
 
-    let endpoint = format!("http://{}", conv.grpc);
+    let (_envoy, target) = if through_sidecar {
+        let (envoy, grpc) = sidecar(dir.path(), &conv);
+        (Some(envoy), grpc)
+    } else {
+        (None, conv.grpc)
+    };
+    let endpoint = format!("http://{target}");
     let out = run_launch(
         &storage,
         &["--otlp-mirror", &endpoint],

@@ -430,12 +430,33 @@ fn the_proxy_config_points_the_sidecar_at_the_collector() {
     let listener = &envoy["static_resources"]["listeners"][0]["address"]["socket_address"];
     assert_eq!(listener["address"], "127.0.0.1");
     assert_eq!(listener["port_value"], 4320);
-    // Without a collector there is nothing to forward to: only the port.
+    // OTLP/gRPC (the agent's NVTX mirroring) on 4317, to the collector's gRPC port over HTTP/2.
+    assert_eq!(v["data"][otlp_proxy::GRPC_PORT_KEY], "4317");
+    let grpc = &envoy["static_resources"]["listeners"][1]["address"]["socket_address"];
+    assert_eq!(grpc["address"], "127.0.0.1");
+    assert_eq!(grpc["port_value"], 4317);
+    let upstream = &envoy["static_resources"]["clusters"][1];
+    assert_eq!(
+        upstream["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]
+            ["socket_address"]["port_value"],
+        4317
+    );
+    assert!(upstream["typed_extension_protocol_options"]
+        .to_string()
+        .contains("http2_protocol_options"));
+    // The HTTP port cannot be the gRPC one.
+    let mut clash: OTLPProxyConfig = parse(&cr);
+    clash.spec.port = Some(4317);
+    let err = otlp_proxy::render(&clash, &settings())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("spec.port 4317"), "{err}");
+    // Without a collector there is nothing to forward to: only the ports.
     let mut cr: OTLPProxyConfig = parse(&cr);
     cr.spec.collector_ref = None;
     let v =
         serde_json::to_value(&otlp_proxy::render(&cr, &settings()).unwrap().objects[0]).unwrap();
-    assert_eq!(v["data"].as_object().unwrap().len(), 1);
+    assert_eq!(v["data"].as_object().unwrap().len(), 2, "{v}");
 }
 
 #[test]

@@ -244,6 +244,9 @@ pub enum RenderError {
     NameTooLong(String),
     #[error("cannot issue the agent channel's certificates: {0}")]
     Certificate(String),
+    /// A spec the schema admits but that cannot work (the message names the field).
+    #[error("{0}")]
+    Invalid(String),
 }
 
 /// The component a custom resource kind deploys: its binary (= image and command name, the same
