@@ -383,6 +383,63 @@ fn the_webhook_follows_the_cluster() {
         "cluster-wide profile config nsight-operator/everywhere, rule opted-in"
     );
 
+    // 5b. OTLP mirroring: a tool config that asks for it gets the namespace's OTLP proxy
+    //     sidecar once an OTLPProxyConfig naming a collector exists; before that the Pod is
+    //     injected without it and says why. The API server accepts the native sidecar.
+    kube.create(
+        &configs("team-a"),
+        &profile(
+            "mirroring",
+            json!({"nsightToolConfigs": [{"name": "mirrored", "otlpMirroringEnabled": true}],
+                   "injectionRules": [{"name": "traced", "nsightToolConfig": "mirrored",
+                        "labelSelector": {"matchLabels": {"app": "traced"}}}]}),
+        ),
+    );
+    let traced = pod("traced", json!({"app": "traced"}), "python:3.12");
+    let got = eventually(&kube, "team-a", &traced, Some("mirrored"));
+    let mirroring = |pod: &Value| {
+        pod["metadata"]["annotations"]["nvidia.com/nsight-otlp-mirroring"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert!(
+        mirroring(&got).starts_with("off: ") && mirroring(&got).contains("no OTLPProxyConfig"),
+        "{got}"
+    );
+    assert_eq!(env(&got, "NSIGHT_OTLP_MIRROR_ENDPOINT"), None);
+    kube.create(
+        "/apis/nvidia.com/v1alpha1/namespaces/team-a/otlpproxyconfigs",
+        &json!({"apiVersion": "nvidia.com/v1alpha1", "kind": "OTLPProxyConfig",
+                "metadata": {"name": "otlp"}, "spec": {"collectorRef": "otel"}}),
+    );
+    let mut last = Value::Null;
+    let sidecar = wait_for(WAIT, || {
+        last = dry_run(&kube, "team-a", &traced);
+        last["spec"]["initContainers"]
+            .as_array()?
+            .iter()
+            .find(|c| c["name"] == "nsight-otlp-proxy")
+            .cloned()
+    })
+    .unwrap_or_else(|| panic!("the sidecar never came: {last}"));
+    assert_eq!(sidecar["restartPolicy"], "Always", "{sidecar}");
+    assert_eq!(
+        sidecar["image"],
+        "nvcr.io/nvidia/devtools/nsight-gateway:0.1.0"
+    );
+    assert_eq!(
+        env(&last, "NSIGHT_OTLP_MIRROR_ENDPOINT").as_deref(),
+        Some("http://127.0.0.1:4317")
+    );
+    assert!(
+        mirroring(&last).starts_with("OTLPProxyConfig otlp"),
+        "{last}"
+    );
+    // Gone before 1b, which wants team-a without profile configs.
+    let (status, body) = kube.request("DELETE", &format!("{}/mirroring", configs("team-a")), None);
+    assert_eq!(status, 200, "{body}");
+
     // 1b. The deleted config no longer selects.
     let (status, body) = kube.request("DELETE", &format!("{}/rules", configs("team-a")), None);
     assert_eq!(status, 200, "{body}");

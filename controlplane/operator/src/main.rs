@@ -51,6 +51,10 @@ enum Command {
         /// Image of the tools init container.
         #[arg(long, env = "NSIGHT_AGENT_IMAGE")]
         agent_image: Option<String>,
+        /// Image of the OTLP proxy sidecar of Pods whose tool config has otlpMirroringEnabled
+        /// (an Envoy with `envoy` on PATH) [default: nvcr.io/nvidia/devtools/nsight-gateway:<version>].
+        #[arg(long, env = "NSIGHT_OTLP_PROXY_IMAGE")]
+        otlp_proxy_image: Option<String>,
         /// Coordinator URL given to agents.
         #[arg(long, env = "NSIGHT_COORDINATOR_URL")]
         coordinator_url: Option<String>,
@@ -417,52 +421,59 @@ fn main() -> Result<()> {
 }
 
 async fn run(command: Command) -> Result<()> {
-    let (listen, (cert, key, issue), agent_image, (coordinator_url, tag, tool), world, cluster) =
-        match command {
-            Command::Manager(args) => return run_manager(args).await,
-            Command::Probe {
-                urls,
-                bearer_file,
-                ca_file,
-                timeout_secs,
-            } => {
-                nsight_operator::probe::run(
-                    &urls,
-                    bearer_file.as_deref(),
-                    ca_file.as_deref(),
-                    std::time::Duration::from_secs(timeout_secs),
-                )
-                .await?;
-                return Ok(());
+    let (
+        listen,
+        (cert, key, issue),
+        (agent_image, otlp_proxy_image),
+        (coordinator_url, tag, tool),
+        world,
+        cluster,
+    ) = match command {
+        Command::Manager(args) => return run_manager(args).await,
+        Command::Probe {
+            urls,
+            bearer_file,
+            ca_file,
+            timeout_secs,
+        } => {
+            nsight_operator::probe::run(
+                &urls,
+                bearer_file.as_deref(),
+                ca_file.as_deref(),
+                std::time::Duration::from_secs(timeout_secs),
+            )
+            .await?;
+            return Ok(());
+        }
+        Command::InstallPlugins { from, to } => {
+            let installed = nsight_operator::plugins::install(&from, &to)?;
+            for path in installed {
+                tracing::info!(path = %path.display(), "filter installed");
             }
-            Command::InstallPlugins { from, to } => {
-                let installed = nsight_operator::plugins::install(&from, &to)?;
-                for path in installed {
-                    tracing::info!(path = %path.display(), "filter installed");
-                }
-                return Ok(());
-            }
-            Command::Webhook {
-                listen,
-                cert,
-                key,
-                issue,
-                agent_image,
-                coordinator_url,
-                tag,
-                default_tool_config,
-                world,
-                worker_threads: _,
-                cluster,
-            } => (
-                listen,
-                (cert, key, issue),
-                agent_image,
-                (coordinator_url, tag, default_tool_config),
-                world,
-                cluster,
-            ),
-        };
+            return Ok(());
+        }
+        Command::Webhook {
+            listen,
+            cert,
+            key,
+            issue,
+            agent_image,
+            otlp_proxy_image,
+            coordinator_url,
+            tag,
+            default_tool_config,
+            world,
+            worker_threads: _,
+            cluster,
+        } => (
+            listen,
+            (cert, key, issue),
+            (agent_image, otlp_proxy_image),
+            (coordinator_url, tag, default_tool_config),
+            world,
+            cluster,
+        ),
+    };
     let (world, shell): (Arc<dyn World>, Shell) = match world {
         None => cluster_world(cluster).await?,
         Some(path) => {
@@ -484,6 +495,9 @@ async fn run(command: Command) -> Result<()> {
     };
     if let Some(image) = agent_image {
         settings.agent_image = image;
+    }
+    if let Some(image) = otlp_proxy_image {
+        settings.otlp_proxy_image = image;
     }
     if let Some(ToolConfigArg(tool)) = tool {
         settings.default_tool_config = *tool;

@@ -6,8 +6,10 @@
 //! ```text
 //! init nsight-tools: <source>/nsight-agent init --to <tools> [--wait <coordinator>]
 //!                   (copies nsight-agent, libnsight_hook.so, libnsight_nvtx.so; waits, bounded)
+//! init nsight-otlp-proxy (otlpMirroringEnabled, see `otlp_sidecar`): Envoy, restartPolicy Always
 //! container c:      LD_PRELOAD=<tools>/libnsight_hook.so[:previous]  NSIGHT_AGENT_BIN=...
 //!                   NSIGHT_INJECT_INCLUDE/EXCLUDE, mode, coordinator, tag, pod/ns/node/container
+//!                   [NSIGHT_OTLP_MIRROR_ENDPOINT=http://127.0.0.1:4317]
 //! ```
 //!
 //! Pure: the same Pod, tool config and settings always give the same patch.
@@ -22,6 +24,7 @@ use serde_json::{json, Value};
 
 use crate::{
     agent_tls,
+    otlp_sidecar::{self, Mirroring},
     render::storage::STORAGE_CONFIG_KEY,
     settings::Settings,
     world::{PodStorage, StorageSecrets},
@@ -146,6 +149,7 @@ pub fn patch(
     source: &str,
     settings: &Settings,
     storage: &ReportStorage,
+    mirroring: &Mirroring,
 ) -> Vec<Value> {
     let mut ops = Vec::new();
     let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
@@ -189,14 +193,23 @@ pub fn patch(
     if let Some(secret) = &tls_secret {
         volumes.push(agent_tls::volume(secret));
     }
+    if let Mirroring::Proxy(proxy) = mirroring {
+        volumes.push(otlp_sidecar::volume(proxy));
+    }
     append_all(&mut ops, "/spec/volumes", spec.volumes.is_some(), &volumes);
 
-    let init = init_container(namespace, tool, settings);
+    // First the tools, so that they are in place before anything else starts; then the OTLP
+    // proxy sidecar (started before the app containers, stopped after them).
+    let mut init = vec![to_value(&init_container(namespace, tool, settings))];
+    if let Mirroring::Proxy(proxy) = mirroring {
+        init.push(to_value(&otlp_sidecar::container(proxy, settings)));
+    }
     if spec.init_containers.as_ref().is_some_and(|c| !c.is_empty()) {
-        // First, so that the tools are in place before anything else starts.
-        ops.push(json!({"op": "add", "path": "/spec/initContainers/0", "value": to_value(&init)}));
+        for (i, c) in init.into_iter().enumerate() {
+            ops.push(json!({"op": "add", "path": format!("/spec/initContainers/{i}"), "value": c}));
+        }
     } else {
-        ops.push(json!({"op": "add", "path": "/spec/initContainers", "value": [to_value(&init)]}));
+        ops.push(json!({"op": "add", "path": "/spec/initContainers", "value": init}));
     }
 
     for (i, container) in spec.containers.iter().enumerate() {
@@ -264,6 +277,9 @@ pub fn patch(
         if tls_secret.is_some() {
             env.push(plain(agent_tls::ENV, agent_tls::DIR));
         }
+        if matches!(mirroring, Mirroring::Proxy(_)) {
+            env.push(plain(otlp_sidecar::ENDPOINT_ENV, &otlp_sidecar::endpoint()));
+        }
         append_all(
             &mut ops,
             &format!("{base}/env"),
@@ -289,11 +305,15 @@ pub fn patch(
         }
         ReportStorage::Unavailable(why) => format!("none: {why}"),
     };
-    let annotations = [
+    let mirroring_note = otlp_sidecar::note(mirroring);
+    let mut annotations = vec![
         (INJECTED_ANNOTATION, tool.name.as_str()),
         (REASON_ANNOTATION, source),
         (STORAGE_ANNOTATION, storage_note.as_str()),
     ];
+    if let Some(note) = &mirroring_note {
+        annotations.push((otlp_sidecar::ANNOTATION, note.as_str()));
+    }
     if pod.metadata.annotations.is_some() {
         for (k, v) in annotations {
             let path = format!("/metadata/annotations/{}", escape(k));
@@ -568,7 +588,14 @@ mod storage_tests {
                 config: "mine".into()
             }
         );
-        let ops = patch(&pod, &tool(None), "label", &Settings::default(), &storage);
+        let ops = patch(
+            &pod,
+            &tool(None),
+            "label",
+            &Settings::default(),
+            &storage,
+            &Mirroring::Off,
+        );
         let text = serde_json::to_string(&ops).unwrap();
         assert!(
             text.contains(r#""name":"NSIGHT_STORAGE_DIR","value":"/nsight-reports""#),
@@ -594,7 +621,14 @@ mod storage_tests {
             secret: secret_ref("team-credentials"),
             copied_from: None,
         };
-        let ops = patch(&pod, &tool(None), "label", &Settings::default(), &storage);
+        let ops = patch(
+            &pod,
+            &tool(None),
+            "label",
+            &Settings::default(),
+            &storage,
+            &Mirroring::Off,
+        );
         let text = serde_json::to_string(&ops).unwrap();
         assert!(
             text.contains(r#""secretName":"team-credentials""#),
@@ -611,9 +645,74 @@ mod storage_tests {
             "label",
             &Settings::default(),
             &ReportStorage::Unavailable("no NsightCloudStorageConfig in this namespace".into()),
+            &Mirroring::Off,
         );
         let text = serde_json::to_string(&none).unwrap();
         assert!(!text.contains("NSIGHT_CLOUD_STORAGE_CONFIG_FILE"), "{text}");
         assert!(text.contains("none: no NsightCloudStorageConfig"), "{text}");
+    }
+
+    #[test]
+    fn a_mirroring_pod_gets_the_sidecar_after_the_tools_and_the_endpoint() {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "team"},
+            "spec": {
+                "initContainers": [{"name": "setup", "image": "x"}],
+                "containers": [{"name": "main", "image": "x"}, {"name": "side", "image": "y"}],
+            },
+        }))
+        .unwrap();
+        let proxy = crate::world::OtlpProxy {
+            name: "otlp".into(),
+            forwarding: true,
+            resources: None,
+        };
+        let ops = patch(
+            &pod,
+            &tool(None),
+            "label",
+            &Settings::default(),
+            &ReportStorage::Local {
+                config: "team".into(),
+            },
+            &Mirroring::Proxy(proxy),
+        );
+        let at = |path: &str| {
+            ops.iter()
+                .find(|op| op["path"] == path)
+                .unwrap_or_else(|| panic!("no op at {path}: {ops:?}"))["value"]
+                .clone()
+        };
+        assert_eq!(at("/spec/initContainers/0")["name"], TOOLS_INIT_CONTAINER);
+        let sidecar = at("/spec/initContainers/1");
+        assert_eq!(sidecar["name"], otlp_sidecar::CONTAINER);
+        assert_eq!(sidecar["restartPolicy"], "Always");
+        let text = serde_json::to_string(&ops).unwrap();
+        assert_eq!(
+            text.matches(r#""NSIGHT_OTLP_MIRROR_ENDPOINT","value":"http://127.0.0.1:4317""#)
+                .count(),
+            2,
+            "every container's agent: {text}"
+        );
+        assert!(text.contains(r#""configMap":{"name":"otlp"}"#), "{text}");
+        assert!(
+            text.contains("OTLPProxyConfig otlp (sidecar nsight-otlp-proxy"),
+            "{text}"
+        );
+
+        // Asked for but impossible: no sidecar, no endpoint, the reason on the Pod.
+        let ops = patch(
+            &pod,
+            &tool(None),
+            "label",
+            &Settings::default(),
+            &ReportStorage::Local {
+                config: "team".into(),
+            },
+            &Mirroring::Unavailable("no OTLPProxyConfig".into()),
+        );
+        let text = serde_json::to_string(&ops).unwrap();
+        assert!(!text.contains("nsight-otlp-proxy") && !text.contains("MIRROR_ENDPOINT"));
+        assert!(text.contains("off: no OTLPProxyConfig"), "{text}");
     }
 }

@@ -1,6 +1,7 @@
 //! What the webhook injects with, fixed at start-up (flags of `nsight-operator webhook`): the
-//! agent image and where it holds the tools, the coordinator, the tag, and the cluster-wide
-//! default tool config used for labelled Pods when no NsightOperatorProfileConfig applies.
+//! agent image and where it holds the tools, the coordinator, the tag, the cluster-wide
+//! default tool config used for labelled Pods when no NsightOperatorProfileConfig applies, and
+//! the OTLP proxy sidecar's image.
 
 use nsight_api::NsightToolConfig;
 
@@ -21,6 +22,8 @@ pub struct Settings {
     pub tag: String,
     /// Used when a Pod is selected by label and no profile config names a tool config.
     pub default_tool_config: NsightToolConfig,
+    /// Image of the OTLP proxy sidecar (an Envoy with `envoy` on PATH) of mirroring Pods.
+    pub otlp_proxy_image: String,
 }
 
 impl Default for Settings {
@@ -40,6 +43,11 @@ impl Default for Settings {
                 injection_include_patterns: vec![".*".into()],
                 ..NsightToolConfig::default()
             },
+            otlp_proxy_image: concat!(
+                "nvcr.io/nvidia/devtools/nsight-gateway:",
+                env!("CARGO_PKG_VERSION")
+            )
+            .into(),
         }
     }
 }

@@ -1,13 +1,14 @@
 //! What the webhook knows about the cluster, the `World`: namespace labels,
-//! NsightOperatorProfileConfigs and where each NsightCloudStorageConfig keeps its
-//! `storage-config.yaml`, as an immutable [`Snapshot`] that each admission reads for one
+//! NsightOperatorProfileConfigs, where each NsightCloudStorageConfig keeps its
+//! `storage-config.yaml`, and the OTLPProxyConfigs of mirroring Pods, as an immutable [`Snapshot`] that each admission reads for one
 //! namespace ([`View`]) without copying any config.
 //!
 //! ```text
 //! API server ─watch─> reflector Store<NsightOperatorProfileConfig>  (managedFields, status dropped)
 //!            ─watch─> reflector Store<PartialObjectMeta<Namespace>> (labels only)
 //!            ─watch─> reflector Store<NsightCloudStorageConfig>  (-> the Secret agents mount)
-//!                        │ on InitDone / Apply / Delete: rebuild that half of the index
+//!            ─watch─> reflector Store<OTLPProxyConfig>  (-> the OTLP sidecar of mirroring Pods)
+//!                        │ on InitDone / Apply / Delete: rebuild that part of the index
 //!                        v
 //!                 RwLock<Arc<Snapshot>> ── view(ns) ──> decide (pure)
 //! ```
@@ -38,7 +39,9 @@ use kube::{
     },
     Api, Client, ResourceExt,
 };
-use nsight_api::{NsightCloudStorageConfig, NsightOperatorProfileConfig, SecretRef};
+use nsight_api::{
+    NsightCloudStorageConfig, NsightOperatorProfileConfig, OTLPProxyConfig, SecretRef,
+};
 use serde::Deserialize;
 
 use crate::render::storage::{backend, config_secret, Backend};
@@ -69,6 +72,26 @@ impl PodStorage {
     }
 }
 
+/// One OTLPProxyConfig, as the webhook injects its sidecar.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OtlpProxy {
+    /// The config's name (= its ConfigMap's).
+    pub name: String,
+    /// It names a collector, so its ConfigMap has the sidecar's Envoy bootstrap.
+    pub forwarding: bool,
+    pub resources: Option<k8s_openapi::api::core::v1::ResourceRequirements>,
+}
+
+impl OtlpProxy {
+    pub fn of(cr: &OTLPProxyConfig) -> Self {
+        Self {
+            name: cr.metadata.name.clone().unwrap_or_default(),
+            forwarding: cr.spec.collector_ref.is_some(),
+            resources: cr.spec.resources.clone(),
+        }
+    }
+}
+
 /// What the decision reads about one namespace, at one moment.
 #[derive(Clone, Debug, Default)]
 pub struct View {
@@ -84,6 +107,8 @@ pub struct View {
     /// The cluster namespace (single-tenant: the release's) and its storage configs, used when
     /// the Pod's namespace has none (`None` for the cluster namespace itself).
     pub cluster_storage: Option<(String, Arc<StorageSecrets>)>,
+    /// The namespace's OTLPProxyConfigs, sorted by name.
+    pub otlp_proxies: Arc<[OtlpProxy]>,
 }
 
 impl View {
@@ -105,6 +130,7 @@ pub struct Snapshot {
     namespaces: Arc<HashMap<String, Arc<Labels>>>,
     configs: Arc<ConfigIndex>,
     storage: Arc<HashMap<String, Arc<StorageSecrets>>>,
+    otlp_proxies: Arc<HashMap<String, Arc<[OtlpProxy]>>>,
 }
 
 #[derive(Debug, Default)]
@@ -154,7 +180,17 @@ impl Snapshot {
             namespaces: Arc::new(index_namespaces(namespaces)),
             configs: Arc::new(ConfigIndex::build(configs, cluster_namespace)),
             storage: Arc::new(HashMap::new()),
+            otlp_proxies: Arc::new(HashMap::new()),
         }
+    }
+
+    /// The same snapshot with `proxies` (each with its `metadata.namespace`) indexed.
+    pub fn with_otlp_proxies(
+        mut self,
+        proxies: impl IntoIterator<Item = impl AsRef<OTLPProxyConfig>>,
+    ) -> Self {
+        self.otlp_proxies = Arc::new(index_otlp_proxies(proxies));
+        self
     }
 
     /// The same snapshot with `storage` (each config with its `metadata.namespace`) indexed.
@@ -198,6 +234,11 @@ impl Snapshot {
             cluster,
             storage: self.storage.get(namespace).cloned().unwrap_or_default(),
             cluster_storage,
+            otlp_proxies: self
+                .otlp_proxies
+                .get(namespace)
+                .cloned()
+                .unwrap_or_else(|| Arc::from(Vec::new())),
         }
     }
 }
@@ -220,6 +261,28 @@ fn index_storage(
     by_namespace
         .into_iter()
         .map(|(ns, m)| (ns, Arc::new(m)))
+        .collect()
+}
+
+fn index_otlp_proxies(
+    proxies: impl IntoIterator<Item = impl AsRef<OTLPProxyConfig>>,
+) -> HashMap<String, Arc<[OtlpProxy]>> {
+    let mut by_namespace: HashMap<String, Vec<OtlpProxy>> = HashMap::new();
+    for cr in proxies {
+        let cr = cr.as_ref();
+        if let (Some(ns), Some(_)) = (&cr.metadata.namespace, &cr.metadata.name) {
+            by_namespace
+                .entry(ns.clone())
+                .or_default()
+                .push(OtlpProxy::of(cr));
+        }
+    }
+    by_namespace
+        .into_iter()
+        .map(|(ns, mut list)| {
+            list.sort_by(|a, b| a.name.cmp(&b.name));
+            (ns, list.into())
+        })
         .collect()
 }
 
@@ -249,6 +312,8 @@ pub struct WorldFile {
     pub cluster_namespace: Option<String>,
     /// NsightCloudStorageConfigs, each with its `metadata.namespace`.
     pub storage_configs: Vec<NsightCloudStorageConfig>,
+    /// OTLPProxyConfigs, each with its `metadata.namespace`.
+    pub otlp_proxy_configs: Vec<OTLPProxyConfig>,
 }
 
 impl From<WorldFile> for StaticWorld {
@@ -259,7 +324,8 @@ impl From<WorldFile> for StaticWorld {
                 file.configs.into_iter().map(Arc::new),
                 file.cluster_namespace.as_deref(),
             )
-            .with_storage(file.storage_configs.into_iter().map(Arc::new)),
+            .with_storage(file.storage_configs.into_iter().map(Arc::new))
+            .with_otlp_proxies(file.otlp_proxy_configs.into_iter().map(Arc::new)),
         )
     }
 }
@@ -270,7 +336,7 @@ impl World for StaticWorld {
     }
 }
 
-/// The world kept current from the API server by three reflectors (see the module docs).
+/// The world kept current from the API server by four reflectors (see the module docs).
 #[derive(Clone)]
 pub struct KubeWorld {
     shared: Arc<Shared>,
@@ -282,9 +348,11 @@ struct Shared {
     configs: Store<Config>,
     namespaces: Store<PartialObjectMeta<Namespace>>,
     storage: Store<NsightCloudStorageConfig>,
+    otlp_proxies: Store<OTLPProxyConfig>,
     configs_synced: AtomicBool,
     namespaces_synced: AtomicBool,
     storage_synced: AtomicBool,
+    otlp_proxies_synced: AtomicBool,
 }
 
 impl std::fmt::Debug for KubeWorld {
@@ -312,6 +380,7 @@ impl KubeWorld {
         let (configs, configs_writer) = reflector::store::<Config>();
         let (namespaces, namespaces_writer) = reflector::store::<PartialObjectMeta<Namespace>>();
         let (storage, storage_writer) = reflector::store::<NsightCloudStorageConfig>();
+        let (otlp_proxies, otlp_proxies_writer) = reflector::store::<OTLPProxyConfig>();
         let world = Self {
             shared: Arc::new(Shared {
                 snapshot: RwLock::new(Arc::new(Snapshot::default())),
@@ -319,9 +388,11 @@ impl KubeWorld {
                 configs,
                 namespaces,
                 storage,
+                otlp_proxies,
                 configs_synced: AtomicBool::new(false),
                 namespaces_synced: AtomicBool::new(false),
                 storage_synced: AtomicBool::new(false),
+                otlp_proxies_synced: AtomicBool::new(false),
             }),
         };
         let config_events = watcher(
@@ -346,6 +417,17 @@ impl KubeWorld {
             c.status = None;
         })
         .reflect(storage_writer);
+        let otlp_proxy_events = watcher(
+            Api::<OTLPProxyConfig>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .default_backoff()
+        .modify(|c: &mut OTLPProxyConfig| {
+            c.managed_fields_mut().clear();
+            c.annotations_mut().clear();
+            c.status = None;
+        })
+        .reflect(otlp_proxies_writer);
         let namespace_events = watcher(
             Api::<PartialObjectMeta<Namespace>>::all(client),
             watcher::Config::default(),
@@ -356,7 +438,7 @@ impl KubeWorld {
             n.annotations_mut().clear();
         })
         .reflect(namespaces_writer);
-        let (a, b, c) = (world.clone(), world.clone(), world.clone());
+        let (a, b, c, d) = (world.clone(), world.clone(), world.clone(), world.clone());
         let run = async move {
             futures::join!(
                 follow(config_events, "NsightOperatorProfileConfig", move || a
@@ -365,6 +447,8 @@ impl KubeWorld {
                     .rebuild_namespaces()),
                 follow(storage_events, "NsightCloudStorageConfig", move || c
                     .rebuild_storage()),
+                follow(otlp_proxy_events, "OTLPProxyConfig", move || d
+                    .rebuild_otlp_proxies()),
             );
         };
         (world, run)
@@ -375,6 +459,7 @@ impl KubeWorld {
         self.shared.configs_synced.load(Ordering::Acquire)
             && self.shared.namespaces_synced.load(Ordering::Acquire)
             && self.shared.storage_synced.load(Ordering::Acquire)
+            && self.shared.otlp_proxies_synced.load(Ordering::Acquire)
     }
 
     /// The current index.
@@ -402,9 +487,8 @@ impl KubeWorld {
             self.shared.cluster_namespace.as_deref(),
         ));
         self.replace(|old| Snapshot {
-            namespaces: old.namespaces.clone(),
             configs: index,
-            storage: old.storage.clone(),
+            ..old.clone()
         });
         self.shared.configs_synced.store(true, Ordering::Release);
     }
@@ -416,8 +500,7 @@ impl KubeWorld {
             )));
         self.replace(|old| Snapshot {
             namespaces,
-            configs: old.configs.clone(),
-            storage: old.storage.clone(),
+            ..old.clone()
         });
         self.shared.namespaces_synced.store(true, Ordering::Release);
     }
@@ -425,11 +508,21 @@ impl KubeWorld {
     fn rebuild_storage(&self) {
         let storage = Arc::new(index_storage(self.shared.storage.state()));
         self.replace(|old| Snapshot {
-            namespaces: old.namespaces.clone(),
-            configs: old.configs.clone(),
             storage,
+            ..old.clone()
         });
         self.shared.storage_synced.store(true, Ordering::Release);
+    }
+
+    fn rebuild_otlp_proxies(&self) {
+        let otlp_proxies = Arc::new(index_otlp_proxies(self.shared.otlp_proxies.state()));
+        self.replace(|old| Snapshot {
+            otlp_proxies,
+            ..old.clone()
+        });
+        self.shared
+            .otlp_proxies_synced
+            .store(true, Ordering::Release);
     }
 }
 
