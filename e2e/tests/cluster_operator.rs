@@ -9,7 +9,10 @@
 //! injected (the webhook copies the agent certificates and the storage config there) and its
 //! entrypoint wrapped by the agent, which registers over mutual TLS -> session-begin,
 //! profiler-start, profiler-stop, ls, download (HTTPS through the 9000 proxy), `analysis run
-//! nvtx_sum --wait`, session-end: the numbers are the sample's ranges -> launch mode -> `helm
+//! nvtx_sum --wait`, session-end: the numbers are the sample's ranges; with OTLP mirroring on
+//! for the sample (an OTLPProxyConfig and a profile config), its Pod runs the Envoy sidecar and
+//! the converter behind it (in place of a collector) stores a report beside the agent's, one span
+//! per range -> launch mode -> `helm
 //! upgrade` to a NodePort gateway, autoconfigure again (the helper stopped, the node's address)
 //! -> helm uninstall leaves nothing.
 //!
@@ -315,6 +318,50 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
         "{err}"
     );
 
+    // 4a. OTLP mirroring for the workload: an OTLPProxyConfig whose collector is `otel` (below:
+    //     the OTLP converter in place of an OpenTelemetry collector, whose image cannot be
+    //     pulled here), and a profile config whose tool config asks for mirroring for the
+    //     sample. The webhook has both once a dry run of the sample's Pod gets the sidecar.
+    c.create(
+        &format!("/apis/nvidia.com/v1alpha1/namespaces/{ns}/otlpproxyconfigs"),
+        &json!({"apiVersion": "nvidia.com/v1alpha1", "kind": "OTLPProxyConfig",
+                "metadata": {"name": "otlp"}, "spec": {"collectorRef": "otel"}}),
+    );
+    c.create(
+        &format!("/apis/nvidia.com/v1/namespaces/{ns}/nsightoperatorprofileconfigs"),
+        &json!({"apiVersion": "nvidia.com/v1", "kind": "NsightOperatorProfileConfig",
+                "metadata": {"name": "mirroring"},
+                "spec": {"nsightToolConfigs": [{"name": "mirrored", "coordinator": true,
+                            "injectionIncludePatterns": [".*"], "otlpMirroringEnabled": true}],
+                         "injectionRules": [{"name": "sample", "nsightToolConfig": "mirrored",
+                            "labelSelector": {"matchLabels": {"app": "sample"}}}]}}),
+    );
+    // The collector's Service first, so that the sidecar resolves it from the start (its
+    // Pods come in 4b, once the storage config is copied here).
+    c.create(
+        &format!("/api/v1/namespaces/{ns}/services"),
+        &json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "otel"},
+                "spec": {"selector": {"app": "otel"}, "ports": [
+                    {"name": "otlp-grpc", "port": 4317, "targetPort": 4317},
+                    {"name": "otlp-http", "port": 4318, "targetPort": 4318}]}}),
+    );
+    let probe = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "probe", "labels": {"app": "sample"}},
+        "spec": {"containers": [{"name": "main", "image": "x"}]}});
+    let mirrored = wait_for(Duration::from_secs(60), || {
+        let (_, pod) = c.request(
+            "POST",
+            &format!("/api/v1/namespaces/{ns}/pods?dryRun=All"),
+            Some(&probe),
+        );
+        sidecar_of(&pod).map(|_| ())
+    });
+    assert!(
+        mirrored.is_some(),
+        "the webhook never added the OTLP sidecar\n{}",
+        c.describe_namespace(&ns)
+    );
+
     // 4. The workload, labelled, in another namespace: injected, and its entrypoint wrapped by
     //    the agent, which registers over mutual TLS with the certificates the webhook copied.
     c.create(
@@ -352,6 +399,13 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
     );
     let pod = &pods["items"][0];
     let annotations = &pod["metadata"]["annotations"];
+    assert!(
+        sidecar_of(pod).is_some()
+            && annotations["nvidia.com/nsight-otlp-mirroring"]
+                .as_str()
+                .is_some_and(|a| a.starts_with("OTLPProxyConfig otlp")),
+        "the sample runs with the OTLP sidecar: {pod}"
+    );
     assert_eq!(
         annotations["nvidia.com/nsight-storage"],
         format!("NsightCloudStorageConfig {sys}/nsight-operator-storage (Secret nsight-operator-storage-credentials copied from {sys})"),
@@ -387,6 +441,23 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
     assert_eq!(
         copied["metadata"]["labels"]["nvidia.com/nsight-copied-from"],
         sys.as_str()
+    );
+
+    // 4b. The converter behind the `otel` Service, with the storage config the webhook copied
+    //     here: its reports go beside the agent's.
+    c.create(
+        &format!("/apis/apps/v1/namespaces/{ns}/deployments"),
+        &converter_deployment(),
+    );
+    let converter = format!("/apis/apps/v1/namespaces/{ns}/deployments/otel");
+    let ready = wait_for(Duration::from_secs(120), || {
+        let (_, d) = c.request("GET", &converter, None);
+        (d["status"]["readyReplicas"].as_i64() == Some(1)).then_some(())
+    });
+    assert!(
+        ready.is_some(),
+        "the converter is not Ready\n{}",
+        c.describe_namespace(&ns)
     );
 
     // 5. One session, one collection of about two seconds, its report listed and downloaded
@@ -427,7 +498,8 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
     );
 
     // 6. nvtx_sum over the session, in the analysis service that reads the same storage.
-    check_sample_ranges(&nvtx_sum_csv(&cli, &session, &dir.path().join("results")));
+    let csv = nvtx_sum_csv(&cli, &session, &dir.path().join("results"));
+    check_sample_ranges(&csv);
 
     // 6b. "View trace", as the UI does it through the gateway: the tenant API launches a
     //     streamer for the session (the chart sets the project's STAND-IN streamer image:
@@ -509,6 +581,73 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
         (status == 404).then_some(())
     });
     assert!(gone.is_some(), "the streamer {name} was not deleted");
+
+    // 6c. The mirrored ranges: the agent sent the collection's ranges as spans through the
+    //     Pod's sidecar to the converter, whose stop writes a report beside the agent's, one
+    //     span for each range nvtx_sum counted in the agent's.
+    let ranges: u64 = csv
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split(',').nth(2)?.parse::<u64>().ok())
+        .sum();
+    // Mirroring is asynchronous to the agent's report: wait until the converter holds spans of
+    // the collection before stopping it there.
+    let collections =
+        format!("/api/v1/namespaces/{ns}/services/http:otel:otlp-http/proxy/v1/collections");
+    let sample_pod = pod["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let diagnose = || {
+        format!(
+            "the agent:\n{}\nthe sidecar:\n{}\nthe converter:\n{}",
+            log_of(&c, &ns, &format!("pods/{sample_pod}"), "main")
+                .lines()
+                .filter(|l| l.contains("nsight"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            log_of(&c, &ns, &format!("pods/{sample_pod}"), "nsight-otlp-proxy"),
+            log_of(&c, &ns, "deployments/otel", "converter"),
+        )
+    };
+    let held = wait_for(Duration::from_secs(60), || {
+        let (_, list) = c.request("GET", &collections, None);
+        list.as_array()?
+            .iter()
+            .any(|col| col["session"] == session.as_str() && col["active_bytes"].as_u64() > Some(0))
+            .then_some(())
+    });
+    assert!(
+        held.is_some(),
+        "the converter never got the collection's spans\n{}",
+        diagnose()
+    );
+    let stop = format!("{collections}/{session}/1/stop");
+    let (status, answer) = c.request("POST", &stop, None);
+    assert_eq!(status, 200, "the converter's stop: {answer}");
+    assert_eq!(
+        answer["spans"].as_u64(),
+        Some(ranges),
+        "one span per range: {answer}\n{csv}\n{}",
+        diagnose()
+    );
+    let converted = answer["stored"][0].as_str().unwrap_or_default().to_owned();
+    assert!(
+        converted.starts_with(&format!("default/{session}/1/nvtx-sample_"))
+            && converted.contains("_otlp-pid"),
+        "{answer}"
+    );
+    let listed = cli.json(&["ls"]);
+    let keys: Vec<&str> = listed["reports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["key"].as_str())
+        .collect();
+    assert!(
+        keys.contains(&converted.as_str()) && keys.contains(&key.as_str()),
+        "both reports listed: {listed}"
+    );
 
     // 7. The session ends.
     let ended = cli.json(&["session-end"]);
@@ -694,6 +833,72 @@ fn nvtx_sum_csv(cli: &Cli<'_>, session: &str, dir: &std::path::Path) -> String {
     ]);
     let csv = find_file(dir, "nvtx-sum.csv").expect("the CSV");
     std::fs::read_to_string(csv).expect("read the CSV")
+}
+
+/// The last (3000) lines of a container's log (`what`: `pods/<name>`, or `deployments/<name>` for its
+/// first Pod), for failure messages.
+fn log_of(c: &cluster::Cluster, ns: &str, what: &str, container: &str) -> String {
+    let pod = match what.strip_prefix("deployments/") {
+        Some(app) => {
+            let (_, pods) = c.request(
+                "GET",
+                &format!("/api/v1/namespaces/{ns}/pods?labelSelector=app%3D{app}"),
+                None,
+            );
+            pods["items"][0]["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        }
+        None => what.trim_start_matches("pods/").to_owned(),
+    };
+    let (_, log) = c.request(
+        "GET",
+        &format!("/api/v1/namespaces/{ns}/pods/{pod}/log?container={container}&tailLines=3000"),
+        None,
+    );
+    log.as_str().map_or_else(|| log.to_string(), str::to_owned)
+}
+
+/// The OTLP proxy sidecar of a Pod (or a dry run's answer), if the webhook added it.
+fn sidecar_of(pod: &Value) -> Option<&Value> {
+    pod["spec"]["initContainers"]
+        .as_array()?
+        .iter()
+        .find(|c| c["name"] == "nsight-otlp-proxy" && c["restartPolicy"] == "Always")
+}
+
+/// The OTLP converter (`nsight-otlp`, built here) as the `otel` collector of the test's
+/// OTLPProxyConfig: OTLP/gRPC on 4317, its endpoints on 4318, reports to the storage config the
+/// webhook copied into the namespace.
+fn converter_deployment() -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "otel"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "otel"}},
+            "template": {
+                "metadata": {"labels": {"app": "otel"}},
+                "spec": {
+                    "containers": [{
+                        "name": "converter",
+                        "image": format!("nvcr.io/nvidia/devtools/nsight-otlp:{}", env!("CARGO_PKG_VERSION")),
+                        "imagePullPolicy": "Never",
+                        "args": ["--data-dir", "/data",
+                                 "--storage-config", "/etc/nsight/storage/storage-config.yaml"],
+                        "ports": [{"containerPort": 4317}, {"containerPort": 4318}],
+                        "volumeMounts": [
+                            {"name": "data", "mountPath": "/data"},
+                            {"name": "storage", "mountPath": "/etc/nsight/storage", "readOnly": true}],
+                    }],
+                    "volumes": [
+                        {"name": "data", "emptyDir": {}},
+                        {"name": "storage",
+                         "secret": {"secretName": "nsight-operator-storage-credentials"}}],
+                },
+            },
+        },
+    })
 }
 
 /// The first file under `dir` whose name ends with `suffix`.

@@ -1,11 +1,12 @@
 //! NVTX mirroring, the I/O part: a bounded queue of export requests and one task that sends
-//! them over OTLP/gRPC to the Pod's sidecar (or any OTLP endpoint). Offering never waits: when
-//! the queue is full, or the endpoint cannot be reached, the spans are dropped and counted, and
-//! the reports are stored as ever (mirroring is a copy, never in the way of profiling).
+//! them over OTLP/gRPC to the Pod's sidecar (or any OTLP endpoint), retrying an export that
+//! failed in a retryable way for a few seconds. Offering never waits: when the queue is full,
+//! or the endpoint stays unreachable, the spans are dropped and counted, and the reports are
+//! stored as ever (mirroring is a copy, never in the way of profiling).
 //!
 //! ```text
 //!  stop ──Mirror::offer (try_send)──> queue (QUEUE_REQUESTS) ──export task──> TraceService/Export
-//!                          └─ full: dropped += spans                  └─ error: dropped += spans
+//!                          └─ full: dropped += spans      └─ error: retried (~7.5 s), then dropped += spans
 //! ```
 
 use std::{
@@ -45,6 +46,8 @@ pub struct MirrorStats {
 
 #[derive(Debug, Default)]
 struct Counters {
+    /// Spans offered and not yet sent or dropped.
+    pending: AtomicU64,
     sent: AtomicU64,
     dropped: AtomicU64,
     not_mirrored: AtomicU64,
@@ -54,10 +57,18 @@ struct Counters {
 impl Counters {
     fn failed(&self, spans: u64, error: String) {
         self.dropped.fetch_add(spans, Ordering::Relaxed);
+        settle(&self.pending, spans);
         if let Ok(mut last) = self.last_error.lock() {
             *last = Some(error);
         }
     }
+}
+
+/// Takes `n` off `pending`, never below zero (an export may end after `abandon` counted it).
+fn settle(pending: &AtomicU64, n: u64) {
+    let _ = pending.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |p| {
+        Some(p.saturating_sub(n))
+    });
 }
 
 enum Job {
@@ -115,6 +126,7 @@ impl Mirror {
                 .map(|s| s.spans.len())
                 .sum::<usize>();
             let spans = u64::try_from(spans).unwrap_or(u64::MAX);
+            self.counters.pending.fetch_add(spans, Ordering::Relaxed);
             if let Err(e) = self.queue.try_send(Job::Export(request, spans)) {
                 self.counters
                     .failed(spans, format!("the mirroring queue is full or closed: {e}"));
@@ -131,6 +143,17 @@ impl Mirror {
         })
         .await;
         matches!(sent, Ok(true))
+    }
+
+    /// Counts what is still queued or being retried as dropped: the agent is exiting.
+    pub fn abandon(&self) {
+        let pending = self.counters.pending.load(Ordering::Relaxed);
+        if pending > 0 {
+            self.counters.failed(
+                pending,
+                "the agent exited before they could be sent".to_owned(),
+            );
+        }
     }
 
     pub fn stats(&self) -> MirrorStats {
@@ -165,6 +188,25 @@ impl Mirror {
     }
 }
 
+/// Waits before each new attempt at an export that failed in a way worth retrying (the OTLP
+/// exporter specification's retryable answers, or the endpoint unreachable: a sidecar still
+/// resolving its collector, a collector restarting). About 7.5 s in all, then the spans are
+/// dropped.
+const RETRY_BACKOFF: [Duration; 4] = [
+    Duration::from_millis(500),
+    Duration::from_secs(1),
+    Duration::from_secs(2),
+    Duration::from_secs(4),
+];
+
+/// A failed attempt.
+enum Failure {
+    /// Worth another attempt.
+    Retryable(String),
+    /// The endpoint refused the request itself.
+    Final(String),
+}
+
 /// The export task: one request at a time, one connection kept while it works.
 async fn export(target: Endpoint, mut jobs: mpsc::Receiver<Job>, counters: Arc<Counters>) {
     let mut client: Option<TraceServiceClient<Channel>> = None;
@@ -176,36 +218,72 @@ async fn export(target: Endpoint, mut jobs: mpsc::Receiver<Job>, counters: Arc<C
                 continue;
             }
         };
-        let result = async {
-            let c = match client.as_mut() {
-                Some(c) => c,
-                None => client.insert(TraceServiceClient::new(
-                    target.connect().await.map_err(|e| chain(&e))?,
-                )),
-            };
-            c.export(request)
-                .await
-                .map_err(|status| format!("{}: {}", status.code(), status.message()))
-        }
-        .await;
+        let mut attempt = 0;
+        let result = loop {
+            match export_once(&target, &mut client, request.clone()).await {
+                Ok(rejected) => break Ok(rejected),
+                Err(Failure::Retryable(e)) if attempt < RETRY_BACKOFF.len() => {
+                    tracing::debug!(error = %e, attempt, "NVTX mirroring: retrying an export");
+                    tokio::time::sleep(RETRY_BACKOFF[attempt]).await;
+                    attempt += 1;
+                }
+                Err(Failure::Retryable(e) | Failure::Final(e)) => break Err(e),
+            }
+        };
         match result {
-            Ok(answer) => {
-                let rejected = answer
-                    .into_inner()
-                    .partial_success
-                    .map_or(0, |p| u64::try_from(p.rejected_spans).unwrap_or_default());
+            Ok(rejected) => {
+                tracing::info!(spans, "NVTX mirroring: exported");
                 counters
                     .sent
                     .fetch_add(spans.saturating_sub(rejected), Ordering::Relaxed);
+                settle(&counters.pending, spans.saturating_sub(rejected));
                 if rejected > 0 {
+                    tracing::warn!(rejected, "NVTX mirroring: the endpoint rejected spans");
                     counters.failed(rejected, format!("the endpoint rejected {rejected} spans"));
                 }
             }
             Err(e) => {
-                // A fresh connection for the next request.
-                client = None;
+                tracing::warn!(spans, error = %e, "NVTX mirroring: an export failed; its spans are dropped");
                 counters.failed(spans, e);
             }
+        }
+    }
+}
+
+/// One attempt; the spans the endpoint rejected on success. A failure drops the connection,
+/// so the next attempt starts a fresh one.
+async fn export_once(
+    target: &Endpoint,
+    client: &mut Option<TraceServiceClient<Channel>>,
+    request: ExportTraceServiceRequest,
+) -> Result<u64, Failure> {
+    let c = match client.as_mut() {
+        Some(c) => c,
+        None => match target.connect().await {
+            Ok(channel) => client.insert(TraceServiceClient::new(channel)),
+            Err(e) => return Err(Failure::Retryable(chain(&e))),
+        },
+    };
+    match c.export(request).await {
+        Ok(answer) => Ok(answer
+            .into_inner()
+            .partial_success
+            .map_or(0, |p| u64::try_from(p.rejected_spans).unwrap_or_default())),
+        Err(status) => {
+            *client = None;
+            let text = format!("{}: {}", status.code(), status.message());
+            use tonic::Code;
+            Err(match status.code() {
+                Code::Unavailable
+                | Code::DeadlineExceeded
+                | Code::ResourceExhausted
+                | Code::Aborted
+                | Code::Cancelled
+                | Code::OutOfRange
+                | Code::DataLoss
+                | Code::Unknown => Failure::Retryable(text),
+                _ => Failure::Final(text),
+            })
         }
     }
 }

@@ -183,7 +183,7 @@ pub async fn run(options: RunOptions, publisher: Publisher) -> anyhow::Result<i3
             let code = run_nvtx(options, &injection, &publisher).await;
             if let Some(to) = &publisher.mirror {
                 if !to.mirror.flush(MIRROR_FLUSH).await {
-                    tracing::warn!("NVTX mirroring: spans still queued at exit were not sent");
+                    to.mirror.abandon();
                 }
                 to.mirror.log();
             }

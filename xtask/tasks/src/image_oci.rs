@@ -109,6 +109,15 @@ const COMPONENTS: &[Component] = &[
         wasm: WasmFiles::None,
         entrypoint: &["/usr/local/bin/nsight-report-sync"],
     },
+    // The OTLP converter (controlplane/otlp): spans to reports in the namespace's storage.
+    Component {
+        name: "nsight-otlp",
+        binaries: &["nsight-otlp"],
+        libraries: &[],
+        install_dir: "/usr/local/bin",
+        wasm: WasmFiles::None,
+        entrypoint: &["/usr/local/bin/nsight-otlp"],
+    },
     // Test-only STAND-IN for NVIDIA's Nsight Streamer image (not pullable here): serves the
     // synced report list, no GUI. A real install uses NVIDIA's image.
     Component {

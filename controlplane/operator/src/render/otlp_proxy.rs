@@ -91,10 +91,14 @@ fn listener(name: &str, port: u16, cluster: &str) -> Value {
 }
 
 fn cluster(name: &str, host: &str, port: u16, http2: bool) -> Value {
+    // A collector Service created after the Pod: resolved again within seconds, not Envoy's
+    // default 5 s refresh only.
     let mut c = json!({
         "name": name,
         "type": "STRICT_DNS",
         "connect_timeout": "2s",
+        "dns_refresh_rate": "5s",
+        "dns_failure_refresh_rate": {"base_interval": "0.5s", "max_interval": "5s"},
         "load_assignment": {"cluster_name": name, "endpoints": [{"lb_endpoints": [{
             "endpoint": {"address": {"socket_address": {"address": host, "port_value": port}}},
         }]}]},
