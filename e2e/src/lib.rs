@@ -23,6 +23,7 @@ pub mod jwt;
 pub mod kube;
 pub mod oci;
 pub mod oidc;
+pub mod otlp;
 pub mod platform;
 pub mod process;
 pub mod s3;

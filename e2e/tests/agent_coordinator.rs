@@ -1,8 +1,10 @@
 //! Coordinator mode end to end: a real coordinator, `nsight-agent run` (nvtx backend, mutual TLS,
 //! local report directory) around a Python program, START/STOP through the coordinator's REST
 //! API. Each collection's report key appears in the collection and the file is in storage,
-//! holding only that window's ranges. An upload that outlasts the heartbeat timeout (storage
-//! frozen) neither loses the agent nor the report.
+//! holding only that window's ranges; the agent mirrors them to the real OTLP converter and its
+//! heartbeats bring the counters to the coordinator's status (one span sent per range). An
+//! upload that outlasts the heartbeat timeout (storage frozen) neither loses the agent nor the
+//! report.
 
 #![allow(
     clippy::unwrap_used,
@@ -15,7 +17,7 @@ use std::{process::Command, time::Duration};
 
 use nsight_e2e::{
     agent::{python, query},
-    bin, http,
+    bin, http, otlp,
     platform::{tls_dir, CoordinatorProcess},
     process::Running,
     s3::S3Server,
@@ -78,6 +80,7 @@ fn start_stop_through_the_coordinator_uploads_one_report_per_collection() {
     )
     .unwrap();
     let store = dir.path().join("store");
+    let converter = otlp::converter(dir.path(), &dir.path().join("converted"));
     let mut cmd = Command::new(bin("nsight-agent"));
     cmd.args(["run", "--mode", "coordinator", "--coordinator"])
         .arg(coordinator.grpc_url())
@@ -85,6 +88,8 @@ fn start_stop_through_the_coordinator_uploads_one_report_per_collection() {
         .arg(tls_dir(&coordinator.state_dir))
         .arg("--storage-dir")
         .arg(&store)
+        .arg("--otlp-mirror")
+        .arg(format!("http://{}", converter.grpc))
         .args(["--pod", "trainer-0", "--"])
         .arg(python())
         .arg(&script)
@@ -112,6 +117,7 @@ fn start_stop_through_the_coordinator_uploads_one_report_per_collection() {
     // Before any collection the program already runs: nothing of that time may be reported.
     std::thread::sleep(Duration::from_millis(500));
     let mut seen = Vec::new();
+    let mut ranges = 0;
     for round in 1..=2u64 {
         let started = post(&coordinator, "/v1/start");
         let session = started["session"].as_str().unwrap().to_owned();
@@ -137,10 +143,24 @@ fn start_stop_through_the_coordinator_uploads_one_report_per_collection() {
         let n = ticks(&file);
         // 800 ms of ~20 ms ticks (plus Python overhead), never the whole run.
         assert!((10..=45).contains(&n), "collection {round}: {n} ticks");
+        ranges += n;
         seen.push(key.clone());
         std::thread::sleep(Duration::from_millis(300));
     }
     assert_ne!(seen[0], seen[1]);
+
+    // The mirroring's counters arrive with the heartbeats (every 5 s): every range sent.
+    let mut last = Value::Null;
+    let mirrored = wait_for(Duration::from_secs(30), || {
+        last = coordinator.get("/v1/status")["agents"][0]["mirroring"].clone();
+        (last["sent"].as_i64() == Some(ranges)).then_some(())
+    });
+    assert!(
+        mirrored.is_some(),
+        "the status never showed {ranges} spans sent: {last}; log:\n{}",
+        agent.log()
+    );
+    assert_eq!(last["dropped"], 0, "{last}");
 
     std::fs::write(&stop_file, b"").unwrap();
     let status = agent.wait_exit(Duration::from_secs(30));

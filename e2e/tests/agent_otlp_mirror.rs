@@ -19,42 +19,11 @@ use nsight_operator::render::otlp_proxy;
 
 use nsight_e2e::{
     agent::{files_with_ext, gcc_nvtx, query, range_summary, run_launch, NVTX_C_PROGRAM},
-    bin, envoy_bin, free_port, http,
+    envoy_bin, free_port, http,
+    otlp::{converter, Converter},
     process::Running,
     wait_for_tcp, TempDir,
 };
-
-/// The converter process: OTLP/gRPC on `grpc`, its own endpoints on `http`.
-struct Converter {
-    _process: Running,
-    http: SocketAddr,
-    grpc: SocketAddr,
-}
-
-fn converter(dir: &Path, storage: &Path) -> Converter {
-    let http = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let grpc = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let mut cmd = Command::new(bin("nsight-otlp"));
-    cmd.arg("--http-listen")
-        .arg(http.to_string())
-        .arg("--grpc-listen")
-        .arg(grpc.to_string())
-        .arg("--data-dir")
-        .arg(dir.join("converter-data"))
-        .arg("--storage-dir")
-        .arg(storage);
-    let process = Running::spawn("nsight-otlp", cmd, &dir.join("converter.log"));
-    assert!(
-        wait_for_tcp(http, Duration::from_secs(30)) && wait_for_tcp(grpc, Duration::from_secs(5)),
-        "the converter did not listen: {}",
-        process.log()
-    );
-    Converter {
-        _process: process,
-        http,
-        grpc,
-    }
-}
 
 /// Marks by text, with their counts.
 fn marks(db: &Path) -> Vec<(String, i64)> {
@@ -181,7 +150,12 @@ fn round_trip(through_sidecar: bool) {
     assert_eq!(answer.status, 200, "{}", answer.body);
     let answer: serde_json::Value = serde_json::from_str(&answer.body).unwrap();
     let stored = answer["stored"].as_array().unwrap();
-    assert_eq!(stored.len(), 1, "one process, one report: {answer}");
+    assert_eq!(
+        stored.len(),
+        1,
+        "one process, one report: {answer}\nthe agent:\n{stderr}\nthe converter:\n{}",
+        conv.process.log()
+    );
     let converted = storage.join(stored[0].as_str().unwrap());
     assert_eq!(
         converted.parent().unwrap(),

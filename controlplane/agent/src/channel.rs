@@ -26,7 +26,7 @@ use tokio_stream::{wrappers::ReceiverStream, StreamExt};
 use crate::proto::{
     agent_channel_client::AgentChannelClient, agent_message::Msg as Out,
     coordinator_message::Msg as In, Ack, AgentIdentity, AgentMessage, CoordinatorMessage, Failed,
-    Heartbeat, Register, Uploaded,
+    Heartbeat, MirrorStats, Register, Uploaded,
 };
 
 /// Who this agent is and where its coordinator is.
@@ -48,6 +48,23 @@ pub struct AgentConfig {
     /// Mutual TLS to the coordinator; `None` only for a coordinator started with
     /// `--insecure-agent-channel`.
     pub tls: Option<TlsSource>,
+    /// The NVTX mirroring's counters, sent with each heartbeat (when the agent mirrors).
+    pub mirror: Option<crate::mirror_export::StatsHandle>,
+}
+
+/// A heartbeat, with the mirroring's counters when there are some.
+fn heartbeat_message(config: &AgentConfig) -> Heartbeat {
+    Heartbeat {
+        mirror: config.mirror.as_ref().map(|h| {
+            let s = h.get();
+            MirrorStats {
+                sent: s.sent,
+                dropped: s.dropped,
+                not_mirrored: s.not_mirrored,
+                last_error: s.last_error.unwrap_or_default(),
+            }
+        }),
+    }
 }
 
 /// Where the agent's certificates come from.
@@ -376,7 +393,7 @@ async fn session(
             None => tokio::select! {
                 how = target_gone(exited), if matches!(exit, Exit::Running) => Job::TargetExited(how),
                 _ = heartbeat.tick() => {
-                    if !send(Out::Heartbeat(Heartbeat {})).await {
+                    if !send(Out::Heartbeat(heartbeat_message(config))).await {
                         return Ok(SessionEnd::Dropped("outbound stream closed".into()));
                     }
                     continue;
@@ -400,7 +417,7 @@ async fn session(
                 tokio::select! {
                     done = &mut work => break done,
                     _ = heartbeat.tick(), if ended.is_none() => {
-                        if !send(Out::Heartbeat(Heartbeat {})).await {
+                        if !send(Out::Heartbeat(heartbeat_message(config))).await {
                             ended = Some(SessionEnd::Dropped("outbound stream closed".into()));
                         }
                     }

@@ -54,7 +54,26 @@ struct Counters {
     last_error: Mutex<Option<String>>,
 }
 
+/// A read-only view of a mirror's counters (what the agent's heartbeats carry).
+#[derive(Debug, Clone)]
+pub struct StatsHandle(Arc<Counters>);
+
+impl StatsHandle {
+    pub fn get(&self) -> MirrorStats {
+        self.0.snapshot()
+    }
+}
+
 impl Counters {
+    fn snapshot(&self) -> MirrorStats {
+        MirrorStats {
+            sent: self.sent.load(Ordering::Relaxed),
+            dropped: self.dropped.load(Ordering::Relaxed),
+            not_mirrored: self.not_mirrored.load(Ordering::Relaxed),
+            last_error: self.last_error.lock().ok().and_then(|e| e.clone()),
+        }
+    }
+
     fn failed(&self, spans: u64, error: String) {
         self.dropped.fetch_add(spans, Ordering::Relaxed);
         settle(&self.pending, spans);
@@ -157,12 +176,12 @@ impl Mirror {
     }
 
     pub fn stats(&self) -> MirrorStats {
-        MirrorStats {
-            sent: self.counters.sent.load(Ordering::Relaxed),
-            dropped: self.counters.dropped.load(Ordering::Relaxed),
-            not_mirrored: self.counters.not_mirrored.load(Ordering::Relaxed),
-            last_error: self.counters.last_error.lock().ok().and_then(|e| e.clone()),
-        }
+        self.counters.snapshot()
+    }
+
+    /// The counters, for the agent's heartbeats.
+    pub fn stats_handle(&self) -> StatsHandle {
+        StatsHandle(Arc::clone(&self.counters))
     }
 
     /// Logs the counters: a warning when spans were dropped.

@@ -314,6 +314,16 @@ pub fn status(status: &TagStatus, now: u64) -> Rendered {
         for d in &agent.info.diagnostics {
             rows.push(Row::Note(format!("    diagnostic: {}", clean(d))));
         }
+        if let Some(m) = &agent.mirroring {
+            let mut note = format!(
+                "    OTLP mirroring: {} spans sent, {} dropped, {} records not mirrored",
+                m.sent, m.dropped, m.not_mirrored
+            );
+            if let Some(e) = m.last_error.as_deref().filter(|_| m.dropped > 0) {
+                note.push_str(&format!(" (last error: {})", clean(e)));
+            }
+            rows.push(Row::Note(note));
+        }
     }
     r.out.push_str(&table(&headers, &rows));
     r
@@ -618,7 +628,9 @@ mod tests {
                              "processName": "python3", "pid": 42}},
                "tag": "default", "node": "n1", "backend": "nsys",
                "diagnostics": ["nsys 2024.5 found", "bad\u001b[31m"]}},
-      "connected": true, "lastSeen": {seen0}}},
+      "connected": true, "lastSeen": {seen0},
+      "mirroring": {{"sent": 4000, "dropped": 12, "notMirrored": 3,
+                     "lastError": "Unavailable: no healthy upstream"}}}},
     {{"key": "ml/trainer-1/main/python3/7",
       "info": {{"identity": {{"namespace": "ml", "pod": "trainer-1", "container": "main",
                              "processName": "python3", "pid": 7}},
@@ -656,6 +668,7 @@ NAMESPACE/POD/CONTAINER  PROCESS  PID  BACKEND  CONNECTED  LAST SEEN
 ml/trainer-0/main        python3  42   nsys     yes        3s ago
     diagnostic: nsys 2024.5 found
     diagnostic: bad?[31m
+    OTLP mirroring: 4000 spans sent, 12 dropped, 3 records not mirrored (last error: Unavailable: no healthy upstream)
 ml/trainer-1/main        python3  7    nvtx     no         15m ago
 "
         );

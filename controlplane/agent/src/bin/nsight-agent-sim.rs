@@ -128,6 +128,7 @@ async fn main() -> anyhow::Result<()> {
             diagnostics: Vec::new(),
             max_backoff: Duration::from_secs(2),
             tls: tls.clone(),
+            mirror: None,
         };
         let mut backend = SimBackend {
             tag: args.tag.clone(),

@@ -316,6 +316,12 @@ async fn run_command(args: RunArgs) -> anyhow::Result<i32> {
             })
         }
     };
+    // A bad endpoint is a warning: the program is profiled and its reports stored anyway.
+    let mirror = args.otlp_mirror.as_deref().and_then(|url| {
+        Mirror::start(url)
+            .map_err(|e| tracing::warn!("NVTX mirroring is off: {e}"))
+            .ok()
+    });
     let pod = args.pod.clone().unwrap_or_else(hostname);
     let mode = match args.mode {
         ModeArg::Coordinator => Mode::Coordinator,
@@ -341,15 +347,10 @@ async fn run_command(args: RunArgs) -> anyhow::Result<i32> {
                     .clone()
                     .unwrap_or_else(|| channel::server_name_of(url)),
             }),
+            mirror: mirror.as_ref().map(Mirror::stats_handle),
         }),
         _ => None,
     };
-    // A bad endpoint is a warning: the program is profiled and its reports stored anyway.
-    let mirror = args.otlp_mirror.as_deref().and_then(|url| {
-        Mirror::start(url)
-            .map_err(|e| tracing::warn!("NVTX mirroring is off: {e}"))
-            .ok()
-    });
     let publisher = Publisher {
         uploader,
         work_dir: work_dir.join("reports"),

@@ -20,6 +20,26 @@ pub struct AgentStatus {
     pub info: AgentInfo,
     pub connected: bool,
     pub last_seen: Millis,
+    /// The agent's NVTX mirroring as of its last heartbeat; absent when it does not mirror.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mirroring: Option<MirroringStatus>,
+}
+
+/// What an agent's NVTX mirroring (OTLP spans to its Pod's sidecar, docs/otlp.md) did since the
+/// agent started.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct MirroringStatus {
+    /// Spans the endpoint acknowledged.
+    pub sent: u64,
+    /// Spans dropped: the queue was full, or the endpoint stayed unreachable or refused them.
+    pub dropped: u64,
+    /// NVTX records that are not spans (marks outside a range, ranges open at a stop).
+    pub not_mirrored: u64,
+    /// The last export error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
 }
 
 /// A session without its collections' details.

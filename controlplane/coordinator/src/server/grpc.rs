@@ -30,7 +30,9 @@ use crate::{
         coordinator_message::Msg as Out, AgentMessage, CoordinatorMessage, Refused, Register,
         Registered,
     },
-    state::{AgentIdentity, AgentInfo, AgentKey, Backend, CollectionId, SessionId, Tag},
+    state::{
+        AgentIdentity, AgentInfo, AgentKey, Backend, CollectionId, MirroringStatus, SessionId, Tag,
+    },
 };
 
 /// Outbound buffer per agent: START/STOP are rare; a full buffer means a stuck agent.
@@ -215,7 +217,18 @@ fn refused(reason: String) -> Response<OutStream> {
 /// One message from a registered agent.
 fn handle(hub: &Hub, key: &AgentKey, message: AgentMessage) -> Result<(), String> {
     let result = match message.msg {
-        Some(In::Heartbeat(_)) => hub.apply_agent(|m, now| m.heartbeat(key, now)),
+        Some(In::Heartbeat(h)) => match h.mirror {
+            None => hub.apply_agent(|m, now| m.heartbeat(key, now)),
+            Some(s) => {
+                let mirroring = MirroringStatus {
+                    sent: s.sent,
+                    dropped: s.dropped,
+                    not_mirrored: s.not_mirrored,
+                    last_error: (!s.last_error.is_empty()).then_some(s.last_error),
+                };
+                hub.apply_agent(|m, now| m.heartbeat_with_mirroring(key, mirroring, now))
+            }
+        },
         Some(In::Ack(a)) => {
             let (s, c) = ids(&a.session, a.collection)?;
             hub.apply_agent(|m, now| m.agent_acknowledged(key, s, c, now))

@@ -10,6 +10,7 @@ use crate::state::model::{
     AgentInfo, AgentKey, AgentOutcome, CollectionId, CollectionState, Millis, SessionId,
     SessionState,
 };
+use crate::state::view::MirroringStatus;
 
 impl Coordinator {
     /// Registers an agent's stream.
@@ -41,6 +42,8 @@ impl Coordinator {
                 info,
                 connected: true,
                 last_seen: now,
+                // Its next heartbeat says.
+                mirroring: None,
             },
         );
 
@@ -98,6 +101,18 @@ impl Coordinator {
         let entry = self.connected_entry(agent)?;
         entry.last_seen = entry.last_seen.max(now);
         Ok(Effects::default().finish(()))
+    }
+
+    /// A heartbeat that carries the agent's NVTX mirroring counters: kept for its status.
+    pub fn heartbeat_with_mirroring(
+        &mut self,
+        agent: &AgentKey,
+        mirroring: MirroringStatus,
+        now: Millis,
+    ) -> Result<Outcome, CoordError> {
+        let outcome = self.heartbeat(agent, now)?;
+        self.connected_entry(agent)?.mirroring = Some(mirroring);
+        Ok(outcome)
     }
 
     /// Records that an agent's stream closed. Its collections keep waiting for it for the

@@ -16,6 +16,7 @@ use crate::state::model::{
     AgentInfo, AgentKey, AgentOutcome, Collection, CollectionState, Millis, Session, SessionId,
     SessionState, Tag,
 };
+use crate::state::view::MirroringStatus;
 
 /// Timeouts, in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +46,8 @@ pub(super) struct AgentEntry {
     pub(super) connected: bool,
     /// Last message, or the moment it disconnected (which starts its grace period).
     pub(super) last_seen: Millis,
+    /// Its NVTX mirroring counters, from its last heartbeat that had them.
+    pub(super) mirroring: Option<MirroringStatus>,
 }
 
 /// The coordinator's pure core. Feed it events with the current time; carry out the effects.
@@ -100,6 +103,7 @@ impl Coordinator {
                 info,
                 connected: false,
                 last_seen: now,
+                mirroring: None,
             };
             if let Some(old) = self.agents.insert(entry.info.key(), entry) {
                 repairs.push(format!(

@@ -32,5 +32,6 @@ pub use model::{
     CollectionState, Millis, Session, SessionId, SessionState, Tag, Title, ValidationError,
 };
 pub use view::{
-    AgentCounts, AgentStatus, CollectionSummary, SessionFilter, SessionSummary, TagStatus,
+    AgentCounts, AgentStatus, CollectionSummary, MirroringStatus, SessionFilter, SessionSummary,
+    TagStatus,
 };

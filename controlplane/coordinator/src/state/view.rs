@@ -4,7 +4,7 @@
 //! queries that fill them are the coordinator's.
 
 pub use nsight_contracts::coordinator::view::{
-    AgentCounts, AgentStatus, CollectionSummary, SessionSummary, TagStatus,
+    AgentCounts, AgentStatus, CollectionSummary, MirroringStatus, SessionSummary, TagStatus,
 };
 
 use crate::state::error::CoordError;
@@ -26,6 +26,7 @@ fn agent_status(key: &AgentKey, entry: &AgentEntry) -> AgentStatus {
         info: entry.info.clone(),
         connected: entry.connected,
         last_seen: entry.last_seen,
+        mirroring: entry.mirroring.clone(),
     }
 }
 

@@ -204,6 +204,33 @@ fn heartbeats_need_a_connected_agent() {
 }
 
 #[test]
+fn a_heartbeat_with_mirroring_counters_shows_them_in_the_status() {
+    let (mut c, a, ..) = with_agents();
+    let mirroring = |agent: &AgentKey, c: &Coordinator| {
+        c.status(&Tag::default())
+            .agents
+            .into_iter()
+            .find(|s| &s.key == agent)
+            .and_then(|s| s.mirroring)
+    };
+    assert_eq!(mirroring(&a, &c), None, "an agent that does not mirror");
+    let counters = MirroringStatus {
+        sent: 120,
+        dropped: 3,
+        not_mirrored: 1,
+        last_error: Some("Unavailable: no healthy upstream".into()),
+    };
+    let _ = c
+        .heartbeat_with_mirroring(&a, counters.clone(), at(2))
+        .unwrap();
+    assert_eq!(mirroring(&a, &c), Some(counters));
+    let ghost = agent("default", "ghost").key();
+    assert!(c
+        .heartbeat_with_mirroring(&ghost, MirroringStatus::default(), at(3))
+        .is_err());
+}
+
+#[test]
 fn upload_before_stop_is_kept() {
     let (mut c, a, b, _) = with_agents();
     let t = Tag::default();
