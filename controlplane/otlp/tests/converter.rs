@@ -22,6 +22,7 @@ use std::{
 
 use nsight_e2e::{
     free_port, http,
+    otlp::{self, Converter},
     process::Running,
     s3::{S3Server, ACCESS_KEY, SECRET_KEY},
     wait_for, wait_for_tcp, TempDir,
@@ -29,38 +30,14 @@ use nsight_e2e::{
 use nsight_recipe_host::{Limits, RecipeHost, Value};
 use serde_json::Value as Json;
 
-/// A converter process with its data and storage directories.
-struct Converter {
-    process: Running,
-    http: SocketAddr,
-    grpc: SocketAddr,
-}
-
+/// The converter built with this crate, its data under `dir` and reports in `dir/storage`.
 fn start(dir: &Path, extra: &[&str]) -> Converter {
-    let http = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let grpc = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nsight-otlp"));
-    cmd.arg("--http-listen")
-        .arg(http.to_string())
-        .arg("--grpc-listen")
-        .arg(grpc.to_string())
-        .arg("--data-dir")
-        .arg(dir.join("data"))
-        .arg("--storage-dir")
-        .arg(dir.join("storage"))
-        .args(extra);
-    let log = dir.join(format!("converter-{}.log", http.port()));
-    let process = Running::spawn("nsight-otlp", cmd, &log);
-    assert!(
-        wait_for_tcp(http, Duration::from_secs(30)) && wait_for_tcp(grpc, Duration::from_secs(5)),
-        "the converter did not listen: {}",
-        process.log()
-    );
-    Converter {
-        process,
-        http,
-        grpc,
-    }
+    otlp::converter_with(
+        Path::new(env!("CARGO_BIN_EXE_nsight-otlp")),
+        dir,
+        &dir.join("storage"),
+        extra,
+    )
 }
 
 /// Runs the SDK client (tests/data/otlp_client.py) and returns its JSON line.
