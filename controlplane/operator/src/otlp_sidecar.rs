@@ -17,7 +17,11 @@ use k8s_openapi::api::core::v1::{
 };
 use nsight_api::NsightToolConfig;
 
-use crate::{render::otlp_proxy, settings::Settings, world::OtlpProxy};
+use crate::{
+    render::{gateway::ENVOY_UID, otlp_proxy},
+    settings::Settings,
+    world::OtlpProxy,
+};
 
 /// The annotation saying where the Pod's mirrored spans go, or why they do not.
 pub const ANNOTATION: &str = "nvidia.com/nsight-otlp-mirroring";
@@ -27,8 +31,6 @@ pub const CONTAINER: &str = "nsight-otlp-proxy";
 pub const ENDPOINT_ENV: &str = "NSIGHT_OTLP_MIRROR_ENDPOINT";
 const VOLUME: &str = "nsight-otlp-proxy";
 const DIR: &str = "/etc/nsight/otlp-proxy";
-/// The `envoy` user of the Envoy image.
-const ENVOY_UID: i64 = 101;
 
 /// What mirroring an injected Pod gets.
 #[derive(Debug, Clone, PartialEq)]

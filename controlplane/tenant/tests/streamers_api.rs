@@ -117,6 +117,20 @@ fn start_api(rt: &tokio::runtime::Runtime, kube: &Kube, ns: &str, config: Config
     format!("http://{addr}/tenant/v1")
 }
 
+/// Long enough that nothing is reaped during a test.
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// The API's settings in these tests: the default cap of 10, streamers idle for `idle` reaped,
+/// the default template, no gateway token.
+fn config(idle: Duration) -> Config {
+    Config {
+        max_active: 10,
+        idle,
+        template: StreamerTemplate::default(),
+        gateway_token: None,
+    }
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -199,13 +213,11 @@ fn launch_cap_owner_rbac_and_bad_input() {
         &kube,
         NS,
         Config {
-            max_active: 10,
-            idle: Duration::from_secs(3600),
             template: StreamerTemplate {
                 cloud_storage_ref: Some("storage".into()),
                 image: None,
             },
-            gateway_token: None,
+            ..config(HOUR)
         },
     );
     let http = Http::new();
@@ -603,17 +615,7 @@ fn idle_streamers_are_reaped_and_reads_keep_them() {
     apply_tenant_rbac(&kube, TEAM);
     let rt = runtime();
     let idle = Duration::from_secs(3);
-    let base = start_api(
-        &rt,
-        &kube,
-        TEAM,
-        Config {
-            max_active: 10,
-            idle,
-            template: StreamerTemplate::default(),
-            gateway_token: None,
-        },
-    );
+    let base = start_api(&rt, &kube, TEAM, config(idle));
     let http = Http::new();
     // Before `left` was launched, so before its last activity.
     let before_launch = std::time::Instant::now();
@@ -711,12 +713,10 @@ fn only_the_gateway_reaches_the_api() {
         &kube,
         NS,
         Config {
-            max_active: 10,
-            idle: Duration::from_secs(3600),
-            template: StreamerTemplate::default(),
             gateway_token: Some(
                 nsight_contracts::gateway_only::GatewayToken::parse(token).unwrap(),
             ),
+            ..config(HOUR)
         },
     );
     let http = Http::new();
@@ -760,17 +760,7 @@ fn the_openapi_document_holds_under_schemathesis() {
     let kube = cluster(&[NS]);
     apply_tenant_rbac(&kube, NS);
     let rt = runtime();
-    let base = start_api(
-        &rt,
-        &kube,
-        NS,
-        Config {
-            max_active: 10,
-            idle: Duration::from_secs(3600),
-            template: StreamerTemplate::default(),
-            gateway_token: None,
-        },
-    );
+    let base = start_api(&rt, &kube, NS, config(HOUR));
     let dir = nsight_e2e::TempDir::new("tenant-schemathesis");
     let checked = nsight_e2e::schemathesis::check(
         dir.path(),

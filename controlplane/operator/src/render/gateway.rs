@@ -45,8 +45,8 @@ pub const PLUGINS_INIT_CONTAINER: &str = "nsight-plugins";
 /// Where the plugins image keeps the filters.
 pub const PLUGINS_SOURCE_DIR: &str = "/plugins";
 const WASM_VOLUME: &str = "wasm";
-/// The `envoy` user of the Envoy image.
-const ENVOY_UID: i64 = 101;
+/// The `envoy` user of the Envoy image (the gateway and the OTLP proxy sidecar).
+pub const ENVOY_UID: i64 = 101;
 
 /// The xDS node ID of a gateway (the local platform's is `nsight-gateway/local/gateway`): the
 /// one the manager's xDS controller publishes to (`nsight_gateway::cache::node_id`).
