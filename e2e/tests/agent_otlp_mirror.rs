@@ -1,6 +1,6 @@
 //! NVTX mirroring: `nsight-agent run --otlp-mirror URL` sends each process's NVTX ranges as
-//! OTLP spans over gRPC to the real converter (`nsight-otlp`), straight or through a real Envoy
-//! running the sidecar bootstrap the operator renders for an OTLPProxyConfig; the converter
+//! OTLP spans over gRPC to the real converter (`nsight-otlp`), straight or through the OTLP
+//! proxy sidecar as a Pod runs it (a real Envoy configured over our ADS); the converter
 //! stores its own report beside the agent's in the same storage. The converter's report holds the ranges
 //! the agent's report holds (names with domains, counts, total durations to the nanosecond),
 //! the marks, the thread names. With nothing listening, the program runs and exits as ever, its
@@ -13,17 +13,15 @@
     reason = "tests fail loudly on unexpected errors"
 )]
 
-use std::{net::SocketAddr, path::Path, process::Command, time::Duration};
-
-use nsight_operator::render::otlp_proxy;
+use std::{path::Path, time::Duration};
 
 use nsight_e2e::{
     agent::{files_with_ext, gcc_nvtx, query, range_summary, run_launch, NVTX_C_PROGRAM},
-    envoy_bin, free_port, http,
-    otlp::{converter, Converter},
-    process::Running,
-    wait_for_tcp, TempDir,
+    free_port, http,
+    otlp::{converter, Sidecar},
+    TempDir,
 };
+use nsight_gateway::otlp_sidecar::Collector;
 
 /// Marks by text, with their counts.
 fn marks(db: &Path) -> Vec<(String, i64)> {
@@ -54,35 +52,6 @@ fn thread_names(db: &Path) -> Vec<String> {
     .collect()
 }
 
-/// A real Envoy with the OTLP proxy sidecar's bootstrap (`render::otlp_proxy`), forwarding to
-/// the converter in place of the collector; returns it and its OTLP/gRPC address.
-fn sidecar(dir: &Path, conv: &Converter) -> (Running, SocketAddr) {
-    let (http_port, grpc_port) = (free_port(), free_port());
-    let upstream = otlp_proxy::Upstream {
-        host: "127.0.0.1",
-        http_port: conv.http.port(),
-        grpc_port: conv.grpc.port(),
-    };
-    let bootstrap = dir.join("otlp-proxy.json");
-    std::fs::write(
-        &bootstrap,
-        otlp_proxy::envoy_bootstrap(http_port, grpc_port, &upstream).to_string(),
-    )
-    .unwrap();
-    let mut cmd = Command::new(envoy_bin());
-    cmd.arg("-c")
-        .arg(&bootstrap)
-        .args(["--disable-hot-restart", "--log-level", "warn"]);
-    let envoy = Running::spawn("envoy", cmd, &dir.join("envoy.log"));
-    let grpc = SocketAddr::from(([127, 0, 0, 1], grpc_port));
-    assert!(
-        wait_for_tcp(grpc, Duration::from_secs(30)),
-        "the sidecar Envoy did not listen: {}",
-        envoy.log()
-    );
-    (envoy, grpc)
-}
-
 #[test]
 fn mirrored_ranges_come_back_from_the_converter_as_the_agent_recorded_them() {
     round_trip(false);
@@ -100,9 +69,16 @@ fn round_trip(through_sidecar: bool) {
     let exe = dir.path().join("nvtx_c");
     gcc_nvtx(NVTX_C_PROGRAM, &exe);
 
-    let (_envoy, target) = if through_sidecar {
-        let (envoy, grpc) = sidecar(dir.path(), &conv);
-        (Some(envoy), grpc)
+    // The converter stands in for the collector (it speaks OTLP/HTTP and OTLP/gRPC).
+    let (_sidecar, target) = if through_sidecar {
+        let collector = Collector {
+            host: "127.0.0.1".into(),
+            http_port: conv.http.port(),
+            grpc_port: conv.grpc.port(),
+        };
+        let sidecar = Sidecar::start(dir.path(), "nvtx-c", &collector);
+        let grpc = sidecar.grpc();
+        (Some(sidecar), grpc)
     } else {
         (None, conv.grpc)
     };

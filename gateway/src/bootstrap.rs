@@ -35,6 +35,9 @@ pub enum AdminAddress {
     /// A Unix socket Envoy creates with mode 0600 (replacing a stale one at the path). Linux
     /// limits the path to 107 bytes.
     Pipe(PathBuf),
+    /// No admin interface: a sidecar shares its Pod's network with the workload, so it takes
+    /// no port the workload may want and offers nothing to reach.
+    Off,
 }
 
 /// The mode of an admin socket: read and write for Envoy's user only.
@@ -57,22 +60,24 @@ impl fmt::Display for AdminAddress {
         match self {
             Self::Tcp(addr) => addr.fmt(f),
             Self::Pipe(path) => write!(f, "unix:{}", path.display()),
+            Self::Off => f.write_str("off"),
         }
     }
 }
 
 impl AdminAddress {
-    /// The bootstrap's `admin.address`.
-    fn to_json(&self) -> serde_json::Value {
+    /// The bootstrap's `admin.address`; `None`: no `admin` section.
+    fn to_json(&self) -> Option<serde_json::Value> {
         match self {
-            Self::Tcp(addr) => json!({ "socket_address": {
+            Self::Tcp(addr) => Some(json!({ "socket_address": {
                 "address": addr.ip().to_string(),
                 "port_value": addr.port()
-            }}),
-            Self::Pipe(path) => json!({ "pipe": {
+            }})),
+            Self::Pipe(path) => Some(json!({ "pipe": {
                 "path": path.display().to_string(),
                 "mode": ADMIN_PIPE_MODE
-            }}),
+            }})),
+            Self::Off => None,
         }
     }
 }
@@ -122,9 +127,8 @@ impl Bootstrap {
             "STRICT_DNS"
         };
         let ads = json!({ "ads": {}, "resource_api_version": "V3" });
-        json!({
+        let mut bootstrap = json!({
             "node": { "id": self.node_id, "cluster": self.node_cluster },
-            "admin": { "address": self.admin.to_json() },
             "dynamic_resources": {
                 "ads_config": {
                     "api_type": api_type,
@@ -156,7 +160,11 @@ impl Bootstrap {
                     }
                 }]
             }
-        })
+        });
+        if let Some(address) = self.admin.to_json() {
+            bootstrap["admin"] = json!({ "address": address });
+        }
+        bootstrap
     }
 }
 
@@ -210,5 +218,12 @@ mod tests {
         );
         assert!(j["admin"]["address"]["socket_address"].is_null());
         assert_eq!(b.admin.to_string(), "unix:/state/envoy/admin.sock");
+    }
+
+    #[test]
+    fn a_sidecar_has_no_admin_interface() {
+        let j = Bootstrap::new("n", ([127, 0, 0, 1], 1).into(), AdminAddress::Off).to_json();
+        assert!(j.get("admin").is_none(), "{j}");
+        assert_eq!(j["node"]["id"], "n");
     }
 }

@@ -23,9 +23,37 @@ pub mod node_id {
         format!("nsight-gateway/{namespace}/{name}")
     }
 
-    /// The OTLP-proxy Envoy sidecar injected into `pod` in `namespace`.
+    /// The OTLP-proxy Envoy sidecar injected into `pod` in `namespace`. Each sidecar has its
+    /// own node id (its ACKs and NACKs are its own); all the sidecars of one OTLPProxyConfig
+    /// share that config's snapshot ([`otlp_proxy`]), named by the sidecar's node cluster.
     pub fn otlp_sidecar(namespace: &str, pod: &str) -> String {
-        format!("nsight-otlp-sidecar/{namespace}/{pod}")
+        format!("{OTLP_SIDECAR_PREFIX}{namespace}/{pod}")
+    }
+
+    /// Every OTLP sidecar's node id starts so.
+    pub const OTLP_SIDECAR_PREFIX: &str = "nsight-otlp-sidecar/";
+    /// Every OTLPProxyConfig's snapshot key starts so.
+    pub const OTLP_PROXY_PREFIX: &str = "nsight-otlp-proxy/";
+
+    /// The snapshot the sidecars of OTLPProxyConfig `config` in `namespace` are served.
+    pub fn otlp_proxy(namespace: &str, config: &str) -> String {
+        format!("{OTLP_PROXY_PREFIX}{namespace}/{config}")
+    }
+
+    /// The snapshot an Envoy naming itself `id` in node cluster `cluster` is served: an OTLP
+    /// sidecar's is its OTLPProxyConfig's (the cluster names the config, the id the namespace);
+    /// every other node's is its own. Pure.
+    pub fn snapshot_key(id: &str, cluster: &str) -> String {
+        let namespace = id
+            .strip_prefix(OTLP_SIDECAR_PREFIX)
+            .and_then(|rest| rest.split_once('/'))
+            .map(|(namespace, _pod)| namespace);
+        match namespace {
+            Some(namespace) if !namespace.is_empty() && !cluster.is_empty() => {
+                otlp_proxy(namespace, cluster)
+            }
+            _ => id.to_owned(),
+        }
     }
 }
 
@@ -206,5 +234,30 @@ mod tests {
         assert!(stream.changed().await.is_err());
         // A node that comes back starts empty.
         assert!(cache.watch("gw/a").borrow().is_none());
+    }
+
+    #[test]
+    fn sidecars_share_their_configs_snapshot_and_other_nodes_keep_their_own() {
+        let pod = node_id::otlp_sidecar("team-a", "trainer-7f9c");
+        assert_eq!(
+            node_id::snapshot_key(&pod, "mirror"),
+            node_id::otlp_proxy("team-a", "mirror")
+        );
+        assert_eq!(
+            node_id::snapshot_key(&node_id::otlp_sidecar("team-a", "other"), "mirror"),
+            "nsight-otlp-proxy/team-a/mirror"
+        );
+        // No config named, or no namespace: the node's own id (nothing is served to it).
+        assert_eq!(node_id::snapshot_key(&pod, ""), pod);
+        assert_eq!(
+            node_id::snapshot_key("nsight-otlp-sidecar//p", "mirror"),
+            "nsight-otlp-sidecar//p"
+        );
+        assert_eq!(
+            node_id::snapshot_key("nsight-otlp-sidecar/team-a", "mirror"),
+            "nsight-otlp-sidecar/team-a"
+        );
+        let gw = node_id::gateway("team-a", "gw");
+        assert_eq!(node_id::snapshot_key(&gw, "nsight-gateway"), gw);
     }
 }

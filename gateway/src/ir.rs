@@ -256,6 +256,9 @@ pub struct Upstream {
     pub health_check: Option<HealthCheck>,
     /// TLS to the upstream (e.g. an identity provider over HTTPS); `None`: plaintext.
     pub tls: Option<UpstreamTls>,
+    /// Speak HTTP/2 to the upstream (a gRPC service such as a collector's OTLP/gRPC port);
+    /// `false`: HTTP/1.1.
+    pub http2: bool,
     /// Our own service behind the gateway: every route to it sets `x-nsight-gateway-token` to
     /// this secret (overwriting a client's), which the service requires. Never set it on an
     /// upstream we do not run (an S3 server, an identity provider): it would learn the secret.
@@ -481,8 +484,15 @@ impl Upstream {
             connect_timeout: Duration::from_secs(2),
             health_check: None,
             tls: None,
+            http2: false,
             gateway_token: None,
         }
+    }
+
+    /// HTTP/2 to this upstream (gRPC).
+    pub fn with_http2(mut self) -> Self {
+        self.http2 = true;
+        self
     }
 
     /// TLS to this upstream with `sni` (also the name its certificate must carry).

@@ -8,6 +8,7 @@
 //!                                        │            │ uses protocol::{sotw, delta}
 //!                                        └ nacks <────┘
 //!   bootstrap ───────────────────────────────────────> supervisor (spawns Envoy)
+//!   otlp_sidecar: the IR and bootstrap of a mirroring Pod's OTLP proxy Envoy
 //! ```
 //! See docs/gateway.md for the public API the local mode uses.
 
@@ -17,6 +18,7 @@ pub mod cache;
 pub mod client;
 pub mod ir;
 pub mod local;
+pub mod otlp_sidecar;
 pub mod protocol;
 pub mod render;
 pub mod resources;

@@ -7,6 +7,8 @@
 //!                                                   └─ events ─> StatusBoard (ACK/NACK)
 //!  XdsHandle::set_ir ─> translate ─> SnapshotCache::set ─> wakes the node's streams
 //! ```
+//! A stream watches the snapshot its node is served (`cache::node_id::snapshot_key`): a
+//! gateway's own, or for an OTLP sidecar the one of its OTLPProxyConfig, shared by many Pods.
 //! Owns sockets, tasks and shutdown; all protocol decisions are in `protocol`.
 
 use std::{net::SocketAddr, sync::Arc, time::Duration};
@@ -18,15 +20,18 @@ use tokio::{
 };
 use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
 use tonic::{Request, Response, Status, Streaming};
-use xds_api::pb::envoy::service::discovery::v3::{
-    aggregated_discovery_service_server::{
-        AggregatedDiscoveryService, AggregatedDiscoveryServiceServer,
+use xds_api::pb::envoy::{
+    config::core::v3::Node,
+    service::discovery::v3::{
+        aggregated_discovery_service_server::{
+            AggregatedDiscoveryService, AggregatedDiscoveryServiceServer,
+        },
+        DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
     },
-    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
 };
 
 use crate::{
-    cache::{Snapshot, SnapshotCache, SnapshotError},
+    cache::{node_id, Snapshot, SnapshotCache, SnapshotError},
     ir::{GatewayIr, IrError},
     protocol::{delta::DeltaStream, sotw::SotwStream, Event, ProtocolError, Step},
     resources::{ResourceType, Resources},
@@ -198,9 +203,22 @@ impl XdsHandle {
         self.shared.status.node(node)
     }
 
-    /// Whether `node` has accepted the current snapshot's version of every type it uses.
+    /// The connected nodes served the snapshot `key` (the sidecars of one OTLPProxyConfig).
+    pub fn nodes_serving(&self, key: &str) -> std::collections::BTreeMap<String, NodeStatus> {
+        self.shared.status.serving(key)
+    }
+
+    /// Whether `node` has accepted the current version of every type its snapshot uses.
     pub fn in_sync(&self, node: &str) -> bool {
-        let (Some(snapshot), Some(status)) = (self.snapshot(node), self.node_status(node)) else {
+        let Some(status) = self.node_status(node) else {
+            return false;
+        };
+        let serves = if status.serves.is_empty() {
+            node
+        } else {
+            &status.serves
+        };
+        let Some(snapshot) = self.snapshot(serves) else {
             return false;
         };
         ResourceType::ALL.into_iter().all(|kind| {
@@ -255,7 +273,8 @@ impl Drop for XdsHandle {
 trait Machine: Send + 'static {
     type Req: Send + 'static;
     type Resp: Send + 'static;
-    fn node_id(req: &Self::Req) -> Option<&str>;
+    /// The request's node (set on the first request of a stream).
+    fn node(req: &Self::Req) -> Option<&Node>;
     fn kind(resp: &Self::Resp) -> Option<ResourceType>;
     fn on_request(
         &mut self,
@@ -268,8 +287,8 @@ trait Machine: Send + 'static {
 impl Machine for SotwStream {
     type Req = DiscoveryRequest;
     type Resp = DiscoveryResponse;
-    fn node_id(req: &DiscoveryRequest) -> Option<&str> {
-        req.node.as_ref().map(|n| n.id.as_str())
+    fn node(req: &DiscoveryRequest) -> Option<&Node> {
+        req.node.as_ref()
     }
     fn kind(resp: &DiscoveryResponse) -> Option<ResourceType> {
         ResourceType::from_type_url(&resp.type_url)
@@ -289,8 +308,8 @@ impl Machine for SotwStream {
 impl Machine for DeltaStream {
     type Req = DeltaDiscoveryRequest;
     type Resp = DeltaDiscoveryResponse;
-    fn node_id(req: &DeltaDiscoveryRequest) -> Option<&str> {
-        req.node.as_ref().map(|n| n.id.as_str())
+    fn node(req: &DeltaDiscoveryRequest) -> Option<&Node> {
+        req.node.as_ref()
     }
     fn kind(resp: &DeltaDiscoveryResponse) -> Option<ResourceType> {
         ResourceType::from_type_url(&resp.type_url)
@@ -359,9 +378,9 @@ async fn run<M: Machine>(
         Ok(Some(first)) => first,
         _ => return,
     };
-    let Some(node) = M::node_id(&first)
-        .filter(|n| !n.is_empty())
-        .map(String::from)
+    let Some((node, serves)) = M::node(&first)
+        .filter(|n| !n.id.is_empty())
+        .map(|n| (n.id.clone(), node_id::snapshot_key(&n.id, &n.cluster)))
     else {
         let _ = tx
             .send(Err(Status::invalid_argument(
@@ -370,9 +389,9 @@ async fn run<M: Machine>(
             .await;
         return;
     };
-    let mut watch = shared.cache.watch(&node);
-    shared.status.stream_opened(&node);
-    tracing::debug!(node, "ADS stream opened");
+    let mut watch = shared.cache.watch(&serves);
+    shared.status.stream_opened(&node, &serves);
+    tracing::debug!(node, serves, "ADS stream opened");
     let mut next = Some(first);
     loop {
         let responses = if let Some(req) = next.take() {

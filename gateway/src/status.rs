@@ -37,6 +37,9 @@ pub struct NackRecord {
 #[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeStatus {
+    /// The snapshot this node is served (`cache::node_id::snapshot_key`): its own id, or for
+    /// an OTLP sidecar its OTLPProxyConfig's.
+    pub serves: String,
     /// Open ADS streams of this node.
     pub streams: u32,
     /// Last accepted version per type.
@@ -79,16 +82,39 @@ impl StatusBoard {
         f(&mut board)
     }
 
-    pub fn stream_opened(&self, node: &str) {
-        self.with(|b| b.nodes.entry(node.into()).or_default().streams += 1);
+    /// A stream of `node`, served the snapshot `serves`, opened.
+    pub fn stream_opened(&self, node: &str, serves: &str) {
+        self.with(|b| {
+            let n = b.nodes.entry(node.into()).or_default();
+            n.streams += 1;
+            serves.clone_into(&mut n.serves);
+        });
     }
 
+    /// A stream of `node` closed. A node served a snapshot that is not its own (an OTLP
+    /// sidecar: one per Pod, and Pods come and go) is forgotten with its last stream, so the
+    /// board does not grow with every Pod that ever ran.
     pub fn stream_closed(&self, node: &str) {
         self.with(|b| {
-            if let Some(n) = b.nodes.get_mut(node) {
-                n.streams = n.streams.saturating_sub(1);
+            let Some(n) = b.nodes.get_mut(node) else {
+                return;
+            };
+            n.streams = n.streams.saturating_sub(1);
+            if n.streams == 0 && n.serves != node {
+                b.nodes.remove(node);
             }
         });
+    }
+
+    /// The connected nodes served the snapshot `key`, by node id.
+    pub fn serving(&self, key: &str) -> BTreeMap<String, NodeStatus> {
+        self.with(|b| {
+            b.nodes
+                .iter()
+                .filter(|(_, n)| n.serves == key && n.streams > 0)
+                .map(|(id, n)| (id.clone(), n.clone()))
+                .collect()
+        })
     }
 
     pub fn pushed(&self, kind: ResourceType) {

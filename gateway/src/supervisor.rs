@@ -248,6 +248,10 @@ pub async fn admin_get(admin: &AdminAddress, path: &str) -> std::io::Result<Vec<
     match admin {
         AdminAddress::Tcp(addr) => exchange(TcpStream::connect(addr).await?, &request).await,
         AdminAddress::Pipe(socket) => exchange(UnixStream::connect(socket).await?, &request).await,
+        AdminAddress::Off => Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "this Envoy has no admin interface",
+        )),
     }
 }
 

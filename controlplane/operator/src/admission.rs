@@ -155,7 +155,8 @@ pub fn review_with_effects(
     match decide_in(&pod, None, &view, &settings.default_tool_config) {
         Decision::Inject { tool, source } => {
             let storage = report_storage(&tool, &view.storage, view.cluster_storage.as_ref());
-            let mirroring = crate::otlp_sidecar::choose(&tool, &view.otlp_proxies);
+            let mirroring =
+                crate::otlp_sidecar::choose(&tool, &view.otlp_proxies, settings.otlp_xds.as_ref());
             let ops = patch(&pod, &tool, &source, settings, &storage, &mirroring);
             let bytes = serde_json::to_vec(&ops).unwrap_or_default();
             response["patchType"] = json!("JSONPatch");

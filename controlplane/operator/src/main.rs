@@ -14,7 +14,7 @@ use nsight_operator::{
     provision::Provisioner,
     render::RenderSettings,
     server::{self, Shell, Webhook},
-    settings::{MachineConfig, Settings},
+    settings::{MachineConfig, Settings, XdsServer},
     webhook_tls,
     world::KubeWorld,
     xds::translate::XdsSettings,
@@ -55,6 +55,13 @@ enum Command {
         /// (an Envoy with `envoy` on PATH) [default: nvcr.io/nvidia/devtools/nsight-gateway:<version>].
         #[arg(long, env = "NSIGHT_OTLP_PROXY_IMAGE")]
         otlp_proxy_image: Option<String>,
+        /// The manager's xDS Service, where OTLP proxy sidecars fetch their listeners and
+        /// clusters over ADS (e.g. `nsight-operator-xds.nsight.svc`); without it no sidecar
+        /// is injected and the Pod's annotation says why.
+        #[arg(long = "xds-host", env = "NSIGHT_XDS_HOST")]
+        otlp_xds_host: Option<String>,
+        #[arg(long = "xds-port", env = "NSIGHT_XDS_PORT", default_value_t = RenderSettings::default().xds_port)]
+        otlp_xds_port: u16,
         /// Coordinator URL given to agents.
         #[arg(long, env = "NSIGHT_COORDINATOR_URL")]
         coordinator_url: Option<String>,
@@ -424,7 +431,7 @@ async fn run(command: Command) -> Result<()> {
     let (
         listen,
         (cert, key, issue),
-        (agent_image, otlp_proxy_image),
+        (agent_image, otlp_proxy_image, otlp_xds),
         (coordinator_url, tag, tool),
         world,
         cluster,
@@ -459,6 +466,8 @@ async fn run(command: Command) -> Result<()> {
             issue,
             agent_image,
             otlp_proxy_image,
+            otlp_xds_host,
+            otlp_xds_port,
             coordinator_url,
             tag,
             default_tool_config,
@@ -468,7 +477,14 @@ async fn run(command: Command) -> Result<()> {
         } => (
             listen,
             (cert, key, issue),
-            (agent_image, otlp_proxy_image),
+            (
+                agent_image,
+                otlp_proxy_image,
+                otlp_xds_host.map(|host| XdsServer {
+                    host,
+                    port: otlp_xds_port,
+                }),
+            ),
             (coordinator_url, tag, default_tool_config),
             world,
             cluster,
@@ -491,6 +507,7 @@ async fn run(command: Command) -> Result<()> {
     let mut settings = Settings {
         coordinator_url,
         tag,
+        otlp_xds,
         ..Settings::default()
     };
     if let Some(image) = agent_image {

@@ -184,7 +184,13 @@ pub async fn run_with_machine(
     health.ready.store(true, Ordering::Relaxed);
     let gateways = xds.map(|(handle, settings)| {
         let ctx = Arc::new(XdsContext::new(client.clone(), handle, settings));
-        xds::controller::run(ctx, config.namespace.clone())
+        let namespace = config.namespace.clone();
+        async move {
+            futures::join!(
+                xds::controller::run(ctx.clone(), namespace.clone()),
+                xds::otlp_proxies::run(ctx, namespace)
+            );
+        }
     });
     let machine = machine.map(|setting| keep_machine_config(client.clone(), setting));
     let ctx = Arc::new(Context::new(

@@ -193,16 +193,17 @@ pub fn patch(
     if let Some(secret) = &tls_secret {
         volumes.push(agent_tls::volume(secret));
     }
-    if let Mirroring::Proxy(proxy) = mirroring {
-        volumes.push(otlp_sidecar::volume(proxy));
-    }
     append_all(&mut ops, "/spec/volumes", spec.volumes.is_some(), &volumes);
 
     // First the tools, so that they are in place before anything else starts; then the OTLP
     // proxy sidecar (started before the app containers, stopped after them).
     let mut init = vec![to_value(&init_container(namespace, tool, settings))];
-    if let Mirroring::Proxy(proxy) = mirroring {
-        init.push(to_value(&otlp_sidecar::container(proxy, settings)));
+    if let Mirroring::Proxy(proxy, xds) = mirroring {
+        init.push(to_value(&otlp_sidecar::container(
+            proxy,
+            xds,
+            &settings.otlp_proxy_image,
+        )));
     }
     if spec.init_containers.as_ref().is_some_and(|c| !c.is_empty()) {
         for (i, c) in init.into_iter().enumerate() {
@@ -277,7 +278,7 @@ pub fn patch(
         if tls_secret.is_some() {
             env.push(plain(agent_tls::ENV, agent_tls::DIR));
         }
-        if matches!(mirroring, Mirroring::Proxy(_)) {
+        if matches!(mirroring, Mirroring::Proxy(..)) {
             env.push(plain(otlp_sidecar::ENDPOINT_ENV, &otlp_sidecar::endpoint()));
         }
         append_all(
@@ -675,7 +676,13 @@ mod storage_tests {
             &ReportStorage::Local {
                 config: "team".into(),
             },
-            &Mirroring::Proxy(proxy),
+            &Mirroring::Proxy(
+                proxy,
+                crate::settings::XdsServer {
+                    host: "nsight-operator-xds.nsight.svc".into(),
+                    port: 18000,
+                },
+            ),
         );
         let at = |path: &str| {
             ops.iter()
@@ -694,7 +701,14 @@ mod storage_tests {
             2,
             "every container's agent: {text}"
         );
-        assert!(text.contains(r#""configMap":{"name":"otlp"}"#), "{text}");
+        assert_eq!(
+            sidecar["args"][5], "otlp",
+            "its OTLPProxyConfig names its node cluster"
+        );
+        assert!(
+            !text.contains("configMap"),
+            "the bootstrap is inline: {text}"
+        );
         assert!(
             text.contains("OTLPProxyConfig otlp (sidecar nsight-otlp-proxy"),
             "{text}"

@@ -24,6 +24,16 @@ pub struct Settings {
     pub default_tool_config: NsightToolConfig,
     /// Image of the OTLP proxy sidecar (an Envoy with `envoy` on PATH) of mirroring Pods.
     pub otlp_proxy_image: String,
+    /// The ADS server OTLP proxy sidecars fetch their configuration from (the manager's xDS
+    /// Service); without it no sidecar is injected, and the Pod's annotation says why.
+    pub otlp_xds: Option<XdsServer>,
+}
+
+/// Where an Envoy reaches our ADS server: a DNS name (in a cluster) or an IP, and a port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct XdsServer {
+    pub host: String,
+    pub port: u16,
 }
 
 impl Default for Settings {
@@ -48,6 +58,7 @@ impl Default for Settings {
                 env!("CARGO_PKG_VERSION")
             )
             .into(),
+            otlp_xds: None,
         }
     }
 }

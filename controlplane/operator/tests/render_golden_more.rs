@@ -425,25 +425,25 @@ fn the_proxy_config_points_the_sidecar_at_the_collector() {
         "http://otel.research.svc:4318"
     );
     assert_eq!(v["data"][otlp_proxy::PORT_KEY], "4320");
-    let envoy: Value =
-        serde_json::from_str(v["data"][otlp_proxy::ENVOY_KEY].as_str().unwrap()).unwrap();
-    let listener = &envoy["static_resources"]["listeners"][0]["address"]["socket_address"];
-    assert_eq!(listener["address"], "127.0.0.1");
-    assert_eq!(listener["port_value"], 4320);
-    // OTLP/gRPC (the agent's NVTX mirroring) on 4317, to the collector's gRPC port over HTTP/2.
     assert_eq!(v["data"][otlp_proxy::GRPC_PORT_KEY], "4317");
-    let grpc = &envoy["static_resources"]["listeners"][1]["address"]["socket_address"];
-    assert_eq!(grpc["address"], "127.0.0.1");
-    assert_eq!(grpc["port_value"], 4317);
-    let upstream = &envoy["static_resources"]["clusters"][1];
+    // The sidecar itself is configured over ADS (xds::otlp_proxies): its IR listens on the
+    // config's ports on loopback and forwards OTLP/gRPC to the collector's gRPC port over HTTP/2.
+    let ir = nsight_operator::xds::otlp_proxies::desired(&parse(&cr)).unwrap();
+    let listeners: Vec<(&str, u16)> = ir
+        .listeners
+        .iter()
+        .map(|l| (l.address.as_str(), l.port))
+        .collect();
+    assert_eq!(listeners, [("127.0.0.1", 4320), ("127.0.0.1", 4317)]);
+    let grpc = &ir.upstreams[1];
     assert_eq!(
-        upstream["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]
-            ["socket_address"]["port_value"],
-        4317
+        (
+            grpc.endpoints[0].host.as_str(),
+            grpc.endpoints[0].port,
+            grpc.http2
+        ),
+        ("otel.research.svc", 4317, true)
     );
-    assert!(upstream["typed_extension_protocol_options"]
-        .to_string()
-        .contains("http2_protocol_options"));
     // The HTTP port cannot be the gRPC one.
     let mut clash: OTLPProxyConfig = parse(&cr);
     clash.spec.port = Some(4317);

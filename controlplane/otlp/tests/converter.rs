@@ -11,150 +11,20 @@
     reason = "tests"
 )]
 
-use std::{
-    collections::BTreeMap,
-    net::SocketAddr,
-    ops::Not as _,
-    path::{Path, PathBuf},
-    process::Command,
-    time::Duration,
-};
+use std::{collections::BTreeMap, net::SocketAddr, process::Command, time::Duration};
 
 use nsight_e2e::{
     free_port, http,
-    otlp::{self, Converter},
+    otlp::RotelCollector,
     process::Running,
     s3::{S3Server, ACCESS_KEY, SECRET_KEY},
     wait_for, wait_for_tcp, TempDir,
 };
-use nsight_recipe_host::{Limits, RecipeHost, Value};
-use serde_json::Value as Json;
 
-/// The converter built with this crate, its data under `dir` and reports in `dir/storage`.
-fn start(dir: &Path, extra: &[&str]) -> Converter {
-    otlp::converter_with(
-        Path::new(env!("CARGO_BIN_EXE_nsight-otlp")),
-        dir,
-        &dir.join("storage"),
-        extra,
-    )
-}
-
-/// Runs the SDK client (tests/data/otlp_client.py) and returns its JSON line.
-fn client(args: &[&str]) -> Json {
-    let python = nsight_e2e::cache_dir().join("venv/bin/python");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/otlp_client.py");
-    let out = Command::new(python)
-        .arg(script)
-        .args(args)
-        .output()
-        .expect("run the OpenTelemetry SDK client");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "client failed: {stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(stdout.lines().last().unwrap_or_default())
-        .unwrap_or_else(|e| panic!("{e}: {stdout}"))
-}
-
-fn send_http(c: &Converter, args: &[&str]) -> Json {
-    let endpoint = format!("http://{}/v1/traces", c.http);
-    let mut all = vec!["--mode", "http", "--endpoint", &endpoint];
-    all.extend_from_slice(args);
-    let out = client(&all);
-    assert_eq!(out["result"], "SUCCESS", "{out}");
-    out
-}
-
-fn stop(c: &Converter, session: &str, collection: &str) -> Json {
-    let r = http::request(
-        c.http,
-        "POST",
-        &format!("/v1/collections/{session}/{collection}/stop"),
-        &[],
-        None,
-    )
-    .unwrap();
-    assert_eq!(r.status, 200, "{}", r.body);
-    serde_json::from_str(&r.body).unwrap()
-}
-
-/// The stored report of a stop's answer (exactly one).
-fn report_of(dir: &Path, flushed: &Json) -> PathBuf {
-    let reports = flushed["reports"].as_array().unwrap();
-    assert_eq!(reports.len(), 1, "{flushed}");
-    assert_eq!(flushed["stored"], flushed["reports"], "{flushed}");
-    dir.join("storage").join(reports[0].as_str().unwrap())
-}
-
-/// The real nvtx_sum component on `db`: range -> (instances, total ns), its push/pop and
-/// start/end rows of one name added up (the spans' nesting decides the style, not the client).
-fn nvtx_sum(db: &Path) -> BTreeMap<String, (i64, i64)> {
-    let host = RecipeHost::new(Limits::default()).unwrap();
-    let recipe = host
-        .load(&nsight_e2e::wasm_artifact("recipes/nvtx_sum.wasm"))
-        .unwrap();
-    let out = host.run(&recipe, db, &[]).unwrap();
-    let table = out
-        .tables
-        .iter()
-        .find(|t| t.name == "nvtx_sum")
-        .unwrap_or_else(|| panic!("{out:?}"));
-    let col = |name: &str| {
-        table
-            .columns
-            .iter()
-            .position(|c| c.name == name)
-            .unwrap_or_else(|| panic!("{:?}", table.columns))
-    };
-    let (range, n, total) = (col("Range"), col("Instances"), col("Total Time (ns)"));
-    let int = |v: &Value| match v {
-        Value::Int(i) => *i,
-        v => panic!("{v:?}"),
-    };
-    let mut sums = BTreeMap::new();
-    for r in &table.rows {
-        let Value::Text(name) = &r[range] else {
-            panic!("{r:?}")
-        };
-        let e: &mut (i64, i64) = sums.entry(name.clone()).or_default();
-        e.0 += int(&r[n]);
-        e.1 += int(&r[total]);
-    }
-    sums
-}
-
-/// What the client says nvtx_sum must find, summed over several sends.
-fn expected(sends: &[&Json]) -> BTreeMap<String, (i64, i64)> {
-    let mut out = BTreeMap::new();
-    for send in sends {
-        for (name, v) in send["expected"].as_object().unwrap() {
-            let e: &mut (i64, i64) = out.entry(name.clone()).or_default();
-            e.0 += v[0].as_i64().unwrap();
-            e.1 += v[1].as_i64().unwrap();
-        }
-    }
-    out
-}
-
-/// An independent oracle: ranges per name straight from the table, in SQL.
-fn sql_ranges(db: &Path) -> BTreeMap<String, (i64, i64)> {
-    let conn = rusqlite::Connection::open(db).unwrap();
-    let mut stmt = conn
-        .prepare(
-            "SELECT coalesce(d.text, '') || ':' || e.text, count(*), sum(e.end - e.start)
-             FROM NVTX_EVENTS e
-             LEFT JOIN NVTX_EVENTS d ON d.eventType = 75 AND d.domainId = e.domainId
-             WHERE e.eventType IN (59, 60) GROUP BY 1",
-        )
-        .unwrap();
-    stmt.query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect()
-}
+mod common;
+use common::{
+    client, expected, nvtx_sum, report_of, send_http, sql_ranges, start, stop, wait_arrived,
+};
 
 #[test]
 fn sdk_spans_over_http_and_grpc_become_reports_that_nvtx_sum_sums_as_sent() {
@@ -390,49 +260,12 @@ fn bad_input_gets_a_clear_4xx_and_the_converter_keeps_serving() {
     assert_eq!(http::get(c.http, "/healthz", &[]).unwrap().status, 200);
 }
 
-/// rotel's collector binary, as PyPI's `rotel` installs it in the venv.
-fn rotel_bin() -> PathBuf {
-    let lib = nsight_e2e::cache_dir().join("venv/lib");
-    std::fs::read_dir(&lib)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|python| python.path().join("site-packages/rotel/rotel-agent"))
-        .find(|p| p.exists())
-        .unwrap_or_else(|| {
-            panic!(
-                "no rotel-agent under {}: run `cargo xtask setup python`",
-                lib.display()
-            )
-        })
-}
-
 #[test]
 fn sdk_spans_through_the_rotel_collector_become_the_same_report() {
     let dir = TempDir::new("otlp-rotel");
     let c = start(dir.path(), &[]);
-    let (grpc, http_in) = (free_port(), free_port());
-    let mut cmd = Command::new(rotel_bin());
-    cmd.arg("start")
-        .args(["--otlp-grpc-endpoint", &format!("127.0.0.1:{grpc}")])
-        .args(["--otlp-http-endpoint", &format!("127.0.0.1:{http_in}")])
-        .args(["--exporter", "otlp", "--otlp-exporter-protocol", "grpc"])
-        .args(["--otlp-exporter-endpoint", &format!("http://{}", c.grpc)])
-        .args(["--batch-timeout", "100ms"])
-        .arg("--pid-file")
-        .arg(dir.path().join("rotel.pid"))
-        .arg("--log-file")
-        .arg(dir.path().join("rotel-agent.log"));
-    let rotel = Running::spawn("rotel", cmd, &dir.path().join("rotel.log"));
-    assert!(
-        wait_for_tcp(
-            SocketAddr::from(([127, 0, 0, 1], http_in)),
-            Duration::from_secs(20)
-        ),
-        "rotel did not listen: {}",
-        rotel.log()
-    );
-    let endpoint = format!("http://127.0.0.1:{http_in}/v1/traces");
+    let rotel = RotelCollector::start(dir.path(), c.grpc);
+    let endpoint = format!("http://{}/v1/traces", rotel.http);
     let sent = client(&[
         "--mode",
         "http",
@@ -444,21 +277,7 @@ fn sdk_spans_through_the_rotel_collector_become_the_same_report() {
         "1",
     ]);
     assert_eq!(sent["result"], "SUCCESS", "{sent}");
-    // The collector forwards on its own schedule: stop once the converter holds the spans.
-    let arrived = wait_for(Duration::from_secs(20), || {
-        let list = http::get(c.http, "/v1/collections", &[]).ok()?;
-        list.body
-            .contains("\"active_bytes\":0")
-            .not()
-            .then_some(())?;
-        list.body.contains("\"session\":\"r\"").then_some(())
-    });
-    assert!(
-        arrived.is_some(),
-        "no span came through rotel: {}",
-        rotel.log()
-    );
-    std::thread::sleep(Duration::from_millis(500));
+    wait_arrived(&c, "r", &rotel.process.log());
     let flushed = stop(&c, "r", "1");
     assert_eq!(flushed["spans"], sent["spans"], "{flushed}");
     assert_eq!(

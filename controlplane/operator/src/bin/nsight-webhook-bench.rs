@@ -178,7 +178,8 @@ fn profile(payloads: &Path, world: &Path, rounds: u32) -> Result<()> {
                     let t = Instant::now();
                     let storage =
                         report_storage(tool, &view.storage, view.cluster_storage.as_ref());
-                    let mirroring = otlp_sidecar::choose(tool, &view.otlp_proxies);
+                    let mirroring =
+                        otlp_sidecar::choose(tool, &view.otlp_proxies, settings.otlp_xds.as_ref());
                     let ops = patch(&pod, tool, source, &settings, &storage, &mirroring);
                     let bytes = serde_json::to_vec(&ops)?;
                     std::hint::black_box(base64::Engine::encode(

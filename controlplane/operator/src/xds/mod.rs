@@ -1,6 +1,7 @@
 //! The manager's xDS side: NsightGateways (+ their Secrets and the Services they route to)
 //! become the gateway crate's IR, published per gateway node on the ADS server Envoy
-//! bootstraps against (`--xds-host:--xds-port`, see `render::gateway`).
+//! bootstraps against (`--xds-host:--xds-port`, see `render::gateway`); OTLPProxyConfigs
+//! become the IR of the OTLP proxy sidecars of mirroring Pods (`otlp_sidecar`).
 //!
 //! ```text
 //! secrets    (pure)  TLS / API-key / CA Secret checks -> actionable condition messages
@@ -10,10 +11,12 @@
 //!                    filter's table, tenant upstreams and API keys, `TenantRoutingValid`
 //! translate  (pure)  NsightGateway + Services + Secrets -> GatewayIr | why not, + conditions
 //! controller (shell) watches, reads, XdsHandle::set_ir, status
+//! otlp_proxies (shell) OTLPProxyConfig -> the sidecars' snapshot, status
 //! ```
 
 pub mod controller;
 pub mod oauth2;
+pub mod otlp_proxies;
 pub mod secrets;
 pub mod tenants;
 pub mod translate;
