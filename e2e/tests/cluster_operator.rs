@@ -406,6 +406,31 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
                 .is_some_and(|a| a.starts_with("OTLPProxyConfig otlp")),
         "the sample runs with the OTLP sidecar: {pod}"
     );
+    // The sidecar took its listeners and clusters from the manager's ADS, as its own node.
+    let pod_name = pod["metadata"]["name"].as_str().unwrap_or_default();
+    let synced = wait_for(Duration::from_secs(60), || {
+        condition(
+            &c,
+            &format!("/apis/nvidia.com/v1alpha1/namespaces/{ns}/otlpproxyconfigs/otlp"),
+            "XdsConfigured",
+        )
+        .filter(|x| {
+            x["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("1 sidecar(s) connected, 1 up to date"))
+        })
+    });
+    assert!(
+        synced.is_some(),
+        "the sidecar of {pod_name} never took its configuration over ADS: {}\n{}",
+        c.request(
+            "GET",
+            &format!("/apis/nvidia.com/v1alpha1/namespaces/{ns}/otlpproxyconfigs/otlp"),
+            None
+        )
+        .1,
+        log_of(&c, &ns, &format!("pods/{pod_name}"), "nsight-otlp-proxy")
+    );
     assert_eq!(
         annotations["nvidia.com/nsight-storage"],
         format!("NsightCloudStorageConfig {sys}/nsight-operator-storage (Secret nsight-operator-storage-credentials copied from {sys})"),

@@ -19,7 +19,7 @@ use nsight_operator::{
     events::EventSink,
     provision::Provisioner,
     server::{self, Shell, Webhook},
-    settings::Settings,
+    settings::{Settings, XdsServer},
     world::KubeWorld,
 };
 use serde_json::{json, Value};
@@ -61,6 +61,10 @@ fn start_webhook(rt: &tokio::runtime::Runtime, kube: &Kube, dir: &TempDir) -> (S
     let settings = Settings {
         agent_image: "registry.local/nsight-agent:e2e".into(),
         coordinator_url: Some("http://nsight-operator-coordinator.{namespace}.svc:8081".into()),
+        otlp_xds: Some(XdsServer {
+            host: "nsight-operator-xds.nsight.svc".into(),
+            port: 18000,
+        }),
         ..Settings::default()
     };
     let ready = world.clone();
@@ -424,6 +428,13 @@ fn the_webhook_follows_the_cluster() {
     })
     .unwrap_or_else(|| panic!("the sidecar never came: {last}"));
     assert_eq!(sidecar["restartPolicy"], "Always", "{sidecar}");
+    // Configured over the manager's ADS, as its OTLPProxyConfig's sidecar.
+    let args = sidecar["args"].to_string();
+    assert!(
+        args.contains("nsight-operator-xds.nsight.svc")
+            && args.contains(r#""--service-cluster","otlp""#),
+        "{sidecar}"
+    );
     assert_eq!(
         sidecar["image"],
         "nvcr.io/nvidia/devtools/nsight-gateway:0.1.0"

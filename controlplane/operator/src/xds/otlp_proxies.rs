@@ -149,12 +149,14 @@ async fn reconcile(cr: Arc<OTLPProxyConfig>, ctx: Arc<XdsContext>) -> Result<Act
             .await
             .map_err(|e| Error::Status(key.clone(), e))?;
     }
-    // Sidecars come and go with their Pods: look again soon while one is catching up.
+    // Sidecars come and go with their Pods (nothing triggers a reconcile when one connects):
+    // look again every 10 s (an in-memory check; the status is written only when it changes),
+    // and soon while one is catching up.
     Ok(Action::requeue(
         if sidecars.up_to_date < sidecars.connected {
             Duration::from_secs(2)
         } else {
-            Duration::from_secs(30)
+            Duration::from_secs(10)
         },
     ))
 }
