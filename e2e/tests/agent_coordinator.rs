@@ -2,7 +2,9 @@
 //! local report directory) around a Python program, START/STOP through the coordinator's REST
 //! API. Each collection's report key appears in the collection and the file is in storage,
 //! holding only that window's ranges; the agent mirrors them to the real OTLP converter and its
-//! heartbeats bring the counters to the coordinator's status (one span sent per range). An
+//! heartbeats bring the counters to the coordinator's status (one span sent per range); the
+//! coordinator stops each ended collection on the converter (`--otlp-converter`), whose report
+//! holds the same ranges, with nobody calling the converter. An
 //! upload that outlasts the heartbeat timeout (storage frozen) neither loses the agent nor the
 //! report.
 
@@ -17,7 +19,7 @@ use std::{process::Command, time::Duration};
 
 use nsight_e2e::{
     agent::{python, query},
-    bin, http, otlp,
+    bin, free_port, http, otlp,
     platform::{tls_dir, CoordinatorProcess},
     process::Running,
     s3::S3Server,
@@ -58,8 +60,8 @@ fn uploaded_keys(c: &CoordinatorProcess, session: &str, collection: u64) -> Vec<
 fn ticks(db: &std::path::Path) -> i64 {
     query(
         db,
-        "SELECT count(*) AS n FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId
-         WHERE s.value = 'tick' AND e.end IS NOT NULL",
+        "SELECT count(*) AS n FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId
+         WHERE coalesce(s.value, e.text) = 'tick' AND e.end IS NOT NULL",
     )[0]["n"]
         .as_i64()
         .unwrap()
@@ -68,7 +70,21 @@ fn ticks(db: &std::path::Path) -> i64 {
 #[test]
 fn start_stop_through_the_coordinator_uploads_one_report_per_collection() {
     let dir = TempDir::new("agent-coord");
-    let coordinator = CoordinatorProcess::start(&dir.path().join("state"), 15_000);
+    let converted = dir.path().join("converted");
+    let converter = otlp::converter(dir.path(), &converted);
+    let converter_url = format!("http://{}", converter.http);
+    let coordinator = CoordinatorProcess::start_with(
+        ([127, 0, 0, 1], free_port()).into(),
+        ([127, 0, 0, 1], free_port()).into(),
+        &dir.path().join("state"),
+        15_000,
+        &[
+            "--otlp-converter",
+            &converter_url,
+            "--otlp-stop-delay-ms",
+            "500",
+        ],
+    );
     let script = dir.path().join("loop.py");
     let stop_file = dir.path().join("stop");
     std::fs::write(
@@ -80,7 +96,6 @@ fn start_stop_through_the_coordinator_uploads_one_report_per_collection() {
     )
     .unwrap();
     let store = dir.path().join("store");
-    let converter = otlp::converter(dir.path(), &dir.path().join("converted"));
     let mut cmd = Command::new(bin("nsight-agent"));
     cmd.args(["run", "--mode", "coordinator", "--coordinator"])
         .arg(coordinator.grpc_url())
@@ -145,6 +160,33 @@ fn start_stop_through_the_coordinator_uploads_one_report_per_collection() {
         assert!((10..=45).contains(&n), "collection {round}: {n} ticks");
         ranges += n;
         seen.push(key.clone());
+        // The coordinator told the converter the collection ended: its report of the mirrored
+        // spans is stored beside the agent's, with the same ranges (spans that arrived after the
+        // stop would make a second report: all of them count).
+        let prefix = "python_default_trainer-0_otlp";
+        let dir_of = converted.join(format!("default/{session}/{round}"));
+        let mut found = 0;
+        let mirrored = wait_for(Duration::from_secs(30), || {
+            found = std::fs::read_dir(&dir_of)
+                .ok()?
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with(prefix) && n.ends_with(".sqlite"))
+                })
+                .map(|p| ticks(&p))
+                .sum();
+            (found == n).then_some(())
+        });
+        assert!(
+            mirrored.is_some(),
+            "collection {round}: {found} of {n} ranges in the converter's reports under {}; \
+             coordinator log:\n{}",
+            dir_of.display(),
+            coordinator.process.log()
+        );
         std::thread::sleep(Duration::from_millis(300));
     }
     assert_ne!(seen[0], seen[1]);

@@ -5,7 +5,7 @@ use std::{net::SocketAddr, path::PathBuf};
 use clap::Parser;
 use nsight_contracts::gateway_only;
 use nsight_coordinator::{
-    server::{reports::StorageSpec, serve, ServerConfig},
+    server::{converters::Converters, reports::StorageSpec, serve, ServerConfig},
     state::Config,
 };
 
@@ -53,6 +53,19 @@ struct Args {
     /// answers any client that reaches the port.
     #[arg(long, env = "NSIGHT_GATEWAY_TOKEN_FILE", value_name = "FILE")]
     gateway_token_file: Option<PathBuf>,
+    /// An OTLP converter (`nsight-otlp`, its HTTP base URL) to tell when a collection ends, so
+    /// that the spans mirrored for it become a report; repeat for several.
+    #[arg(
+        long = "otlp-converter",
+        env = "NSIGHT_OTLP_CONVERTERS",
+        value_name = "URL",
+        value_delimiter = ','
+    )]
+    otlp_converters: Vec<String>,
+    /// How long after a collection ends the converters are told (mirrored spans are still on
+    /// their way through the sidecar and the collector).
+    #[arg(long, default_value_t = 2_000)]
+    otlp_stop_delay_ms: u64,
     /// Print the REST API's OpenAPI document and exit.
     #[arg(long)]
     print_openapi: bool,
@@ -122,6 +135,10 @@ async fn main() -> anyhow::Result<()> {
         machine,
         storage,
         gateway_token,
+        converters: Some(Converters {
+            urls: args.otlp_converters,
+            delay: std::time::Duration::from_millis(args.otlp_stop_delay_ms),
+        }),
     })
     .await?;
     // A line tests and supervisors can wait for.

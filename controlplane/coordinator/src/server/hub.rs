@@ -22,7 +22,7 @@ use std::{
 };
 
 use super::{
-    outbox,
+    converters, outbox,
     store::{Batch, StateStore, StoreError},
 };
 use crate::{
@@ -52,6 +52,8 @@ struct Core {
     /// Changed but not yet written (see the module doc on durability).
     dirty_sessions: BTreeSet<SessionId>,
     dirty_agents: BTreeSet<AgentKey>,
+    /// Where ended collections are announced (`converters`), when someone listens.
+    settled: Option<tokio::sync::mpsc::UnboundedSender<converters::Settled>>,
 }
 
 /// When the effects' writes must be durable.
@@ -111,6 +113,7 @@ impl Hub {
             next_connection: 0,
             dirty_sessions: BTreeSet::new(),
             dirty_agents: BTreeSet::new(),
+            settled: None,
         };
         tracing::info!(
             sessions = restored.value.sessions,
@@ -130,6 +133,11 @@ impl Hub {
 
     fn lock(&self) -> MutexGuard<'_, Core> {
         lock(&self.core)
+    }
+
+    /// Announces every collection that ends from now on on `tx` (the OTLP converters' caller).
+    pub fn announce_settled(&self, tx: tokio::sync::mpsc::UnboundedSender<converters::Settled>) {
+        self.lock().settled = Some(tx);
     }
 
     /// Runs a user's call (REST) on the machine; its changes are durable when it returns.
@@ -324,7 +332,7 @@ fn carry_out(
             Effect::PersistAgent { agent } => {
                 core.dirty_agents.insert(agent.clone());
             }
-            Effect::Disconnect { .. } | Effect::Send { .. } => {}
+            Effect::Disconnect { .. } | Effect::Send { .. } | Effect::Settled { .. } => {}
         }
     }
     if durability == Durability::Now || sends {
@@ -335,6 +343,19 @@ fn carry_out(
     for effect in effects {
         match effect {
             Effect::Persist { .. } | Effect::PersistAgent { .. } => {}
+            Effect::Settled {
+                session,
+                collection,
+                state,
+            } => {
+                if let Some(tx) = &core.settled {
+                    let _ = tx.send(converters::Settled {
+                        session,
+                        collection,
+                        state,
+                    });
+                }
+            }
             Effect::Disconnect { agent, reason } => {
                 tracing::info!(agent = %agent.as_str(), %reason, "closing agent stream");
                 core.links.remove(&agent);

@@ -1,6 +1,7 @@
 //! The coordinator's I/O shell: REST for users, the gRPC agent channel, the state store and the
 //! timer that drives timeouts. [`serve`] wires them around one [`hub::Hub`].
 
+pub mod converters;
 pub mod grpc;
 pub mod hub;
 pub mod openapi;
@@ -38,6 +39,8 @@ pub struct ServerConfig {
     /// The REST API answers only requests carrying this secret, which the gateway adds
     /// (`nsight_contracts::gateway_only`); `None`: any client.
     pub gateway_token: Option<nsight_contracts::gateway_only::GatewayToken>,
+    /// The OTLP converters told when a collection ends (`converters`); `None`: none.
+    pub converters: Option<converters::Converters>,
 }
 
 /// A running coordinator: its bound addresses. Dropping it does not stop it; the tasks run
@@ -129,6 +132,12 @@ pub async fn serve(config: ServerConfig) -> Result<Running, ServeError> {
         }
         None => None,
     };
+    if let Some(to) = config.converters.clone().filter(|c| !c.urls.is_empty()) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        hub.announce_settled(tx);
+        tracing::info!(converters = ?to.urls, "ended collections are stopped on the OTLP converters");
+        tokio::spawn(converters::run(to, rx));
+    }
     let app = rest::router(hub.clone(), reports, config.gateway_token.clone());
     tokio::spawn(async move {
         if let Err(e) = axum::serve(http, app).await {

@@ -236,7 +236,7 @@ impl Coordinator {
         let mut fx = Effects::default();
         if let Some(next) = next {
             *outcome = next;
-            settle(c, now);
+            settle(session, c, now, &mut fx);
             fx.persist(session);
         }
         Ok(fx.finish(()))

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::state::model::{AgentKey, CollectionId, SessionId};
+use crate::state::model::{AgentKey, CollectionId, CollectionState, SessionId};
 
 /// A command sent to an agent over its stream.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,6 +52,13 @@ pub enum Effect {
     Disconnect { agent: AgentKey, reason: String },
     /// Send a command to a connected agent.
     Send { agent: AgentKey, command: Command },
+    /// This collection just ended (Completed or Incomplete): every agent has settled. The OTLP
+    /// converters, if any, are told to convert what was mirrored for it (`server::converters`).
+    Settled {
+        session: SessionId,
+        collection: CollectionId,
+        state: CollectionState,
+    },
 }
 
 /// The result of a successful mutating call: a call-specific value and the effects to carry out.
@@ -91,6 +98,7 @@ pub(crate) struct Effects {
     persist_agents: BTreeSet<AgentKey>,
     disconnects: Vec<Effect>,
     sends: Vec<Effect>,
+    settled: Vec<Effect>,
 }
 
 impl Effects {
@@ -110,6 +118,19 @@ impl Effects {
         self.sends.push(Effect::Send { agent, command });
     }
 
+    pub(crate) fn settled(
+        &mut self,
+        session: SessionId,
+        collection: CollectionId,
+        state: CollectionState,
+    ) {
+        self.settled.push(Effect::Settled {
+            session,
+            collection,
+            state,
+        });
+    }
+
     pub(crate) fn finish<T>(self, value: T) -> Outcome<T> {
         let mut effects: Vec<Effect> = self
             .persist
@@ -123,6 +144,7 @@ impl Effects {
         );
         effects.extend(self.disconnects);
         effects.extend(self.sends);
+        effects.extend(self.settled);
         Outcome { value, effects }
     }
 }

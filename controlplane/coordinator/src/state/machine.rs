@@ -211,7 +211,7 @@ impl Coordinator {
                         }
                     }
                 }
-                if settle(c, now) || changed {
+                if settle(s.id, c, now, &mut fx) || changed {
                     fx.persist(s.id);
                 }
             }
@@ -303,7 +303,7 @@ pub(super) fn stop_collection(
             }
         }
     }
-    settle(collection, now);
+    settle(session, collection, now, fx);
     Stopped {
         session,
         collection: collection.id,
@@ -313,8 +313,14 @@ pub(super) fn stop_collection(
 }
 
 /// Completes a Stopping collection whose agents have all settled: Completed when every agent
-/// uploaded (or there were none), else Incomplete. Returns whether it changed.
-pub(super) fn settle(collection: &mut Collection, now: Millis) -> bool {
+/// uploaded (or there were none), else Incomplete, and says so ([`crate::state::Effect::Settled`]). Returns
+/// whether it changed.
+pub(super) fn settle(
+    session: SessionId,
+    collection: &mut Collection,
+    now: Millis,
+    fx: &mut Effects,
+) -> bool {
     if collection.state != CollectionState::Stopping
         || !collection.agents.values().all(AgentOutcome::is_settled)
     {
@@ -330,5 +336,6 @@ pub(super) fn settle(collection: &mut Collection, now: Millis) -> bool {
         CollectionState::Incomplete
     };
     collection.completed_at = Some(now);
+    fx.settled(session, collection.id, collection.state);
     true
 }

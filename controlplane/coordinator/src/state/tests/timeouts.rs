@@ -185,3 +185,50 @@ fn long_gone_agents_are_forgotten_unless_awaited() {
     );
     assert_eq!(c.agent_infos().len(), known.len());
 }
+
+/// Every way a collection ends says so once (the OTLP converters are told): the last upload,
+/// a timeout, a stop with nothing to wait for.
+#[test]
+fn a_collection_that_ends_says_so_once() {
+    let settled = |effects: &[Effect]| -> Vec<(CollectionId, CollectionState)> {
+        effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Settled {
+                    collection, state, ..
+                } => Some((*collection, *state)),
+                _ => None,
+            })
+            .collect()
+    };
+    let (mut c, a, b, _) = with_agents();
+    let t = Tag::default();
+    let sid = c.start(&t, None, at(0)).unwrap().value.session;
+    let stop = c.stop(&t, None, at(10)).unwrap();
+    assert!(settled(&stop.effects).is_empty(), "agents still upload");
+    let first = c
+        .agent_uploaded(&a, sid, CollectionId(1), vec!["a".into()], at(20))
+        .unwrap();
+    assert!(settled(&first.effects).is_empty());
+    let last = c
+        .agent_uploaded(&b, sid, CollectionId(1), vec!["b".into()], at(30))
+        .unwrap();
+    assert_eq!(
+        settled(&last.effects),
+        [(CollectionId(1), CollectionState::Completed)]
+    );
+    assert!(settled(&c.tick(at(40)).effects).is_empty(), "only once");
+
+    // The next collection: nobody uploads; the upload timeout ends it, incomplete.
+    let _ = c.start(&t, None, at(50)).unwrap();
+    let _ = c.heartbeat(&a, at(60)).unwrap();
+    let _ = c.heartbeat(&b, at(60)).unwrap();
+    let _ = c.stop(&t, None, at(60)).unwrap();
+    let _ = c.heartbeat(&a, at(60 + UPLOAD)).unwrap();
+    let _ = c.heartbeat(&b, at(60 + UPLOAD)).unwrap();
+    let timed_out = c.tick(at(60 + UPLOAD));
+    assert_eq!(
+        settled(&timed_out.effects),
+        [(CollectionId(2), CollectionState::Incomplete)]
+    );
+}
