@@ -395,6 +395,72 @@ fn collector_proxy_tenant_operator() {
     })
     .expect("an edited ConfigMap was not restored");
 
+    // The converter: asked for without storage, the collector says what is missing; with a
+    // storage config it runs beside the collector, and a coordinator of the namespace is told
+    // where to stop collections on it.
+    kube.merge_patch(
+        &crs("nsightotelcollectors/otel"),
+        &json!({"spec": {"replicas": 1, "converter": {"enabled": true}, "cloudStorageRef": "reports"}}),
+    );
+    let refused = wait_for(WAIT, || {
+        let cr = kube.get(&crs("nsightotelcollectors/otel"))?;
+        let c = condition(&cr, "Reconciled")?;
+        (c["status"] == "False" && c["message"].as_str()?.contains("cloudStorageRef")).then_some(())
+    });
+    assert!(
+        refused.is_some(),
+        "{:?}",
+        kube.get(&crs("nsightotelcollectors/otel"))
+    );
+    kube.create(
+        &crs("nsightcloudstorageconfigs"),
+        &json!({"apiVersion": "nvidia.com/v1alpha1", "kind": "NsightCloudStorageConfig",
+                "metadata": {"name": "reports"}, "spec": {}}),
+    );
+    let with_converter = wait_for(WAIT, || {
+        let d = kube.get(&apps("deployments", "otel"))?;
+        let containers = d["spec"]["template"]["spec"]["containers"]
+            .as_array()?
+            .clone();
+        (containers.len() == 2).then_some(containers)
+    })
+    .expect("the converter never joined the collector's Pod");
+    assert_eq!(with_converter[1]["name"], "nsight-otlp");
+    assert_eq!(
+        with_converter[1]["image"],
+        "registry.local/nsight/nsight-otlp:e2e"
+    );
+    kube.create(
+        &crs("nsightcoordinators"),
+        &json!({"apiVersion": "nvidia.com/v1alpha1", "kind": "NsightCoordinator",
+                "metadata": {"name": "coord"}, "spec": {}}),
+    );
+    let told = wait_for(WAIT, || {
+        let d = kube.get(&apps("deployments", "coord"))?;
+        let args = d["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
+        args.contains(r#""--otlp-converter","http://otel.research.svc:14318""#)
+            .then_some(())
+    });
+    assert!(
+        told.is_some(),
+        "{:?}",
+        kube.get(&apps("deployments", "coord"))
+    );
+    // The converter turned off: the coordinator follows (the collector's change re-renders it).
+    kube.merge_patch(
+        &crs("nsightotelcollectors/otel"),
+        &json!({"spec": {"converter": {"enabled": false}}}),
+    );
+    let untold = wait_for(WAIT, || {
+        let d = kube.get(&apps("deployments", "coord"))?;
+        let args = d["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
+        (!args.contains("--otlp-converter")).then_some(())
+    });
+    assert!(
+        untold.is_some(),
+        "the coordinator still names the converter"
+    );
+
     // The tenant operator: its own ServiceAccount, Role, RoleBinding, Service, Deployment.
     let created = kube.create(
         &crs("nsighttenantoperators"),
@@ -512,8 +578,14 @@ fn collector_proxy_tenant_operator() {
     );
 
     let metrics = health.metrics.render();
+    assert!(
+        metrics.contains(
+            r#"nsight_operator_reconciles_total{kind="NsightOtelCollector",result="success"}"#
+        ),
+        "{metrics}"
+    );
+    // The collector's only errors were the converter asked for without storage (above).
     for kind in [
-        "NsightOtelCollector",
         "OTLPProxyConfig",
         "NsightTenantOperator",
         "NsightOperatorProfileConfig",

@@ -64,6 +64,7 @@ fn render_case(case: &str) -> (Value, Desired) {
                 &parse::<NsightCoordinator>(&cr),
                 storage.as_ref(),
                 Some("0123456789abcdef"),
+                &[],
                 &s,
             )
         }

@@ -72,7 +72,10 @@ fn render_case(case: &str) -> (Value, Desired) {
     let s = settings();
     let desired = match cr["kind"].as_str().unwrap() {
         "NsightCloudStorageConfig" => storage::render(&parse(&cr), &credentials(), &s),
-        "NsightOtelCollector" => otel_collector::render(&parse(&cr), &s),
+        "NsightOtelCollector" => {
+            let storage = docs.get(1).map(parse::<NsightCloudStorageConfig>);
+            otel_collector::render(&parse(&cr), storage.as_ref(), &s)
+        }
         "OTLPProxyConfig" => otlp_proxy::render(&parse(&cr), &s),
         "NsightStreamer" => {
             let storage = docs.get(1).map(parse::<NsightCloudStorageConfig>);
@@ -114,11 +117,12 @@ const MACHINE_CASES: [&str; 3] = [
     "machine-config-null",
 ];
 
-const CASES: [&str; 7] = [
+const CASES: [&str; 8] = [
     "storage-minio",
     "storage-minio-persistent",
     "storage-s3",
     "otel-collector",
+    "otel-collector-converter",
     "otlp-proxy",
     "streamer",
     "tenant-operator",
@@ -209,10 +213,12 @@ fn every_object_is_owned_labelled_and_selectable() {
         for service in services {
             let (selector, template) = &workloads[0];
             assert_eq!(&service["spec"]["selector"], selector, "{case}");
-            let names: Vec<&Value> = template["spec"]["containers"][0]["ports"]
+            // Any container of the Pod may name the port (a sidecar's own).
+            let names: Vec<&Value> = template["spec"]["containers"]
                 .as_array()
                 .unwrap()
                 .iter()
+                .flat_map(|c| c["ports"].as_array().into_iter().flatten())
                 .map(|p| &p["name"])
                 .collect();
             for port in service["spec"]["ports"].as_array().unwrap() {
@@ -412,8 +418,83 @@ fn the_collector_config_exports_to_every_exporter_and_rolls_on_change() {
     };
     let before = hash(&desired);
     cr.spec.exporters[0].endpoint = "jaeger-collector.observability.svc:14317".into();
-    let after = hash(&otel_collector::render(&cr, &settings()).unwrap());
+    let after = hash(&otel_collector::render(&cr, None, &settings()).unwrap());
     assert_ne!(before, after, "a config change must roll the Pods");
+}
+
+#[test]
+fn the_converter_runs_beside_the_collector_which_exports_to_it() {
+    let (cr, desired) = render_case("otel-collector-converter");
+    let collector: NsightOtelCollector = parse(&cr);
+    let config = otel_collector::config(&collector);
+    assert_eq!(
+        config["service"]["pipelines"]["traces"]["exporters"],
+        serde_json::json!(["debug", otel_collector::CONVERTER_EXPORTER])
+    );
+    assert_eq!(
+        config["exporters"][otel_collector::CONVERTER_EXPORTER]["endpoint"],
+        "127.0.0.1:14317"
+    );
+    let d = serde_json::to_value(desired.deployment("otel").unwrap()).unwrap();
+    let pod = &d["spec"]["template"]["spec"];
+    let converter = &pod["containers"][1];
+    assert_eq!(converter["name"], otel_collector::CONVERTER);
+    assert_eq!(converter["image"], "registry.test/nsight/nsight-otlp:1.2.3");
+    let args: Vec<&str> = converter["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(
+        args.windows(2).any(|w| w
+            == [
+                "--storage-config",
+                "/etc/nsight/storage/storage-config.yaml"
+            ]),
+        "{args:?}"
+    );
+    assert!(
+        args.windows(2)
+            .any(|w| w == ["--grpc-listen", "127.0.0.1:14317"]),
+        "{args:?}"
+    );
+    let volumes = pod["volumes"].to_string();
+    assert!(
+        volumes.contains("reports-credentials") && volumes.contains("converter-data"),
+        "{volumes}"
+    );
+    let service = desired
+        .objects
+        .iter()
+        .find_map(|o| match o {
+            Object::Service(s) => Some(serde_json::to_value(s).unwrap()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(
+        service["spec"]["ports"]
+            .to_string()
+            .contains("\"port\":14318"),
+        "{service}"
+    );
+    assert_eq!(
+        otel_collector::converter_url("otel", "research"),
+        "http://otel.research.svc:14318"
+    );
+
+    // Two replicas would split a collection's spans; no storage, nowhere to put reports.
+    let mut two = collector.clone();
+    two.spec.replicas = Some(2);
+    let storage: NsightCloudStorageConfig = parse(&docs("otel-collector-converter")[1]);
+    let err = otel_collector::render(&two, Some(&storage), &settings())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("spec.replicas 1"), "{err}");
+    let err = otel_collector::render(&collector, None, &settings())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("cloudStorageRef"), "{err}");
 }
 
 #[test]

@@ -211,9 +211,32 @@ impl Managed for NsightOtelCollector {
         self.status.as_ref()
     }
 
+    /// With the converter: the NsightCloudStorageConfig `cloudStorageRef` names, else the
+    /// namespace's only one (where its reports go).
     fn desired<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, Result<Desired, Error>> {
-        async move { render::otel_collector::render(self, &ctx.settings).map_err(Error::Render) }
-            .boxed()
+        async move {
+            let storage = if render::otel_collector::converter_enabled(self) {
+                let namespace = self.namespace().unwrap_or_default();
+                super::storage_or_only(ctx, &namespace, self.spec.cloud_storage_ref.as_ref())
+                    .await?
+            } else {
+                None
+            };
+            render::otel_collector::render(self, storage.as_ref(), &ctx.settings)
+                .map_err(Error::Render)
+        }
+        .boxed()
+    }
+
+    /// A storage config that appears or changes re-renders the collectors naming it.
+    fn watch_inputs(
+        controller: Controller<Self>,
+        client: &Client,
+        namespace: Option<&str>,
+    ) -> Controller<Self> {
+        watch_referrers::<Self, NsightCloudStorageConfig>(controller, client, namespace, |c| {
+            c.spec.cloud_storage_ref.as_deref()
+        })
     }
 }
 

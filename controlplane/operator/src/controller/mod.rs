@@ -46,7 +46,7 @@ use kube::{
 };
 use nsight_api::{
     NsightAnalysis, NsightCloudStorageConfig, NsightCloudUI, NsightCoordinator, NsightGateway,
-    NsightStatus,
+    NsightOtelCollector, NsightStatus,
 };
 use serde::{de::DeserializeOwned, Serialize};
 
@@ -285,10 +285,16 @@ impl Managed for NsightCoordinator {
             let namespace = self.namespace().unwrap_or_default();
             let storage =
                 storage_or_only(ctx, &namespace, self.spec.cloud_storage_ref.as_ref()).await?;
+            let converters = otlp_converters(ctx, &namespace).await?;
             if !render::coordinator::encrypted(self) {
-                let desired =
-                    render::coordinator::render(self, storage.as_ref(), None, &ctx.settings)
-                        .map_err(Error::Render)?;
+                let desired = render::coordinator::render(
+                    self,
+                    storage.as_ref(),
+                    None,
+                    &converters,
+                    &ctx.settings,
+                )
+                .map_err(Error::Render)?;
                 return with_gateway_token(desired, self, Component::Coordinator);
             }
             let (files, create) = agent_tls(ctx, self, &namespace).await?;
@@ -297,6 +303,7 @@ impl Managed for NsightCoordinator {
                 self,
                 storage.as_ref(),
                 Some(&fingerprint),
+                &converters,
                 &ctx.settings,
             )
             .map_err(Error::Render)?;
@@ -308,16 +315,39 @@ impl Managed for NsightCoordinator {
         .boxed()
     }
 
-    /// A storage config that appears or changes re-renders the coordinators naming it.
+    /// A storage config that appears or changes re-renders the coordinators naming it; a
+    /// collector of the namespace, every coordinator there (its converter's URL).
     fn watch_inputs(
         controller: Controller<Self>,
         client: &Client,
         namespace: Option<&str>,
     ) -> Controller<Self> {
-        watch_referrers::<Self, NsightCloudStorageConfig>(controller, client, namespace, |c| {
-            c.spec.cloud_storage_ref.as_deref()
-        })
+        let controller =
+            watch_referrers::<Self, NsightCloudStorageConfig>(controller, client, namespace, |c| {
+                c.spec.cloud_storage_ref.as_deref()
+            });
+        watch_namespace::<Self, NsightOtelCollector>(controller, client, namespace)
     }
+}
+
+/// The converters of the namespace's NsightOtelCollectors that run one, by collector name.
+async fn otlp_converters(ctx: &Context, namespace: &str) -> Result<Vec<String>, Error> {
+    let collectors = Api::<NsightOtelCollector>::namespaced(ctx.client.clone(), namespace)
+        .list(&Default::default())
+        .await
+        .map_err(|source| Error::ReadReference {
+            kind: "NsightOtelCollector",
+            name: format!("(the list of namespace {namespace})"),
+            source,
+        })?;
+    let mut urls: Vec<String> = collectors
+        .items
+        .iter()
+        .filter(|c| render::otel_collector::converter_enabled(c))
+        .map(|c| render::otel_collector::converter_url(&c.name_any(), namespace))
+        .collect();
+    urls.sort();
+    Ok(urls)
 }
 
 /// `desired` with the gateway-token Secret of `cr` first (a fresh token: `create_once` keeps
@@ -646,6 +676,39 @@ pub(crate) fn owned_config<K: Managed>() -> watcher::Config {
         "{LABEL_MANAGED_BY}={MANAGER},{LABEL_OWNER_KIND}={}",
         K::KIND
     ))
+}
+
+/// `controller` re-reconciles every one of its objects in the namespace of an `R` that appears,
+/// changes or goes.
+pub(crate) fn watch_namespace<K, R>(
+    controller: Controller<K>,
+    client: &Client,
+    namespace: Option<&str>,
+) -> Controller<K>
+where
+    K: Managed,
+    R: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + Debug
+        + DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let peers = controller.store();
+    controller.watches(
+        api::<R>(client, namespace),
+        watcher::Config::default(),
+        move |changed: R| {
+            let ns = changed.namespace();
+            peers
+                .state()
+                .into_iter()
+                .filter(|k| k.namespace() == ns)
+                .map(|k| ObjectRef::from_obj(&*k))
+                .collect::<Vec<_>>()
+        },
+    )
 }
 
 /// Where the controllers watch: every namespace, or one.

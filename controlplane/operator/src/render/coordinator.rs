@@ -92,11 +92,14 @@ pub fn server_names(cr: &NsightCoordinator, settings: &RenderSettings) -> Vec<St
 }
 
 /// `storage` is the NsightCloudStorageConfig the controller resolved for `cr`, if any;
-/// `tls_fingerprint` is `certs::fingerprint` of its agent-channel Secret (encrypted channel).
+/// `tls_fingerprint` is `certs::fingerprint` of its agent-channel Secret (encrypted channel);
+/// `converters` the OTLP converters of the namespace's collectors
+/// (`otel_collector::converter_url`), told when a collection ends.
 pub fn render(
     cr: &NsightCoordinator,
     storage: Option<&NsightCloudStorageConfig>,
     tls_fingerprint: Option<&str>,
+    converters: &[String],
     settings: &RenderSettings,
 ) -> Result<Desired, RenderError> {
     let owner = Owner::of(cr, Component::Coordinator)?;
@@ -142,6 +145,9 @@ pub fn render(
             main.args
                 .extend(["--storage-public-url".into(), url.clone()]);
         }
+    }
+    for url in converters {
+        main.args.extend(["--otlp-converter".into(), url.clone()]);
     }
     let mut deployment = workload::deployment(&owner, &cr.spec.workload, main);
     if let (true, Some(fingerprint), Some(meta)) = (
