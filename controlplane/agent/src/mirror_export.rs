@@ -1,13 +1,17 @@
 //! NVTX mirroring, the I/O part: a bounded queue of export requests and one task that sends
-//! them over OTLP/gRPC to the Pod's sidecar (or any OTLP endpoint), retrying an export that
-//! failed in a retryable way for a few seconds. Offering never waits: when the queue is full,
-//! or the endpoint stays unreachable, the spans are dropped and counted, and the reports are
-//! stored as ever (mirroring is a copy, never in the way of profiling).
+//! them over OTLP/gRPC to the Pod's sidecar (or any OTLP endpoint), [`IN_FLIGHT`] at a time on
+//! one HTTP/2 connection, retrying an export that failed in a retryable way for a few seconds.
+//! Offering never waits: when the queue is full, or the endpoint stays unreachable, the spans
+//! are dropped and counted, and the reports are stored as ever (mirroring is a copy, never in
+//! the way of profiling).
 //!
 //! ```text
-//!  stop ──Mirror::offer (try_send)──> queue (QUEUE_REQUESTS) ──export task──> TraceService/Export
+//!  stop ──Mirror::offer (try_send)──> queue (QUEUE_REQUESTS) ──export task──> TraceService/Export x IN_FLIGHT
 //!                          └─ full: dropped += spans      └─ error: retried (~7.5 s), then dropped += spans
 //! ```
+//! Several exports at once, because each waits for the endpoint's acknowledgement (the
+//! converter answers once the spans are fsynced): one at a time, 200,000 spans took 4.6 s to
+//! leave an exiting agent (`cargo xtask bench otlp-mirror`, docs/benchmarks.md).
 
 use std::{
     sync::{
@@ -17,19 +21,23 @@ use std::{
     time::Duration,
 };
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::{
+    sync::{mpsc, oneshot},
+    task::JoinSet,
+};
 use tonic::transport::{Channel, Endpoint};
 
 use crate::{
     mirror::Mirrored,
     proto::otlp::collector::{trace_service_client::TraceServiceClient, ExportTraceServiceRequest},
-    publish::chain,
 };
 
 /// Requests waiting to be sent (each up to `mirror::BATCH_SPANS` spans).
 pub const QUEUE_REQUESTS: usize = 256;
 /// One export's time limit, connection included.
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Exports awaiting their acknowledgement at once (HTTP/2 streams on one connection).
+pub const IN_FLIGHT: usize = 4;
 
 /// What the mirroring did so far.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -123,7 +131,9 @@ impl Mirror {
             .timeout(EXPORT_TIMEOUT);
         let (queue, jobs) = mpsc::channel(QUEUE_REQUESTS);
         let counters = Arc::new(Counters::default());
-        tokio::spawn(export(target, jobs, Arc::clone(&counters)));
+        // Connects on first use and again after a failure, shared by the exports in flight.
+        let client = TraceServiceClient::new(target.connect_lazy());
+        tokio::spawn(export(client, jobs, Arc::clone(&counters)));
         Ok(Self {
             endpoint: endpoint.to_owned(),
             queue,
@@ -226,70 +236,86 @@ enum Failure {
     Final(String),
 }
 
-/// The export task: one request at a time, one connection kept while it works.
-async fn export(target: Endpoint, mut jobs: mpsc::Receiver<Job>, counters: Arc<Counters>) {
-    let mut client: Option<TraceServiceClient<Channel>> = None;
+/// The export task: up to [`IN_FLIGHT`] exports at once; a flush waits for every export
+/// queued before it.
+async fn export(
+    client: TraceServiceClient<Channel>,
+    mut jobs: mpsc::Receiver<Job>,
+    counters: Arc<Counters>,
+) {
+    let mut in_flight = JoinSet::new();
     while let Some(job) = jobs.recv().await {
-        let (request, spans) = match job {
-            Job::Export(request, spans) => (request, spans),
+        match job {
+            Job::Export(request, spans) => {
+                while in_flight.len() >= IN_FLIGHT {
+                    in_flight.join_next().await;
+                }
+                in_flight.spawn(export_one(
+                    client.clone(),
+                    request,
+                    spans,
+                    Arc::clone(&counters),
+                ));
+            }
             Job::Flush(done) => {
+                while in_flight.join_next().await.is_some() {}
                 let _ = done.send(());
-                continue;
             }
-        };
-        let mut attempt = 0;
-        let result = loop {
-            match export_once(&target, &mut client, request.clone()).await {
-                Ok(rejected) => break Ok(rejected),
-                Err(Failure::Retryable(e)) if attempt < RETRY_BACKOFF.len() => {
-                    tracing::debug!(error = %e, attempt, "NVTX mirroring: retrying an export");
-                    tokio::time::sleep(RETRY_BACKOFF[attempt]).await;
-                    attempt += 1;
-                }
-                Err(Failure::Retryable(e) | Failure::Final(e)) => break Err(e),
+        }
+    }
+    while in_flight.join_next().await.is_some() {}
+}
+
+/// One request, retried while the failure is worth it; counted as sent or dropped.
+async fn export_one(
+    client: TraceServiceClient<Channel>,
+    request: ExportTraceServiceRequest,
+    spans: u64,
+    counters: Arc<Counters>,
+) {
+    let mut attempt = 0;
+    let result = loop {
+        match export_once(client.clone(), request.clone()).await {
+            Ok(rejected) => break Ok(rejected),
+            Err(Failure::Retryable(e)) if attempt < RETRY_BACKOFF.len() => {
+                tracing::debug!(error = %e, attempt, "NVTX mirroring: retrying an export");
+                tokio::time::sleep(RETRY_BACKOFF[attempt]).await;
+                attempt += 1;
             }
-        };
-        match result {
-            Ok(rejected) => {
-                tracing::info!(spans, "NVTX mirroring: exported");
-                counters
-                    .sent
-                    .fetch_add(spans.saturating_sub(rejected), Ordering::Relaxed);
-                settle(&counters.pending, spans.saturating_sub(rejected));
-                if rejected > 0 {
-                    tracing::warn!(rejected, "NVTX mirroring: the endpoint rejected spans");
-                    counters.failed(rejected, format!("the endpoint rejected {rejected} spans"));
-                }
+            Err(Failure::Retryable(e) | Failure::Final(e)) => break Err(e),
+        }
+    };
+    match result {
+        Ok(rejected) => {
+            tracing::debug!(spans, "NVTX mirroring: exported");
+            counters
+                .sent
+                .fetch_add(spans.saturating_sub(rejected), Ordering::Relaxed);
+            settle(&counters.pending, spans.saturating_sub(rejected));
+            if rejected > 0 {
+                tracing::warn!(rejected, "NVTX mirroring: the endpoint rejected spans");
+                counters.failed(rejected, format!("the endpoint rejected {rejected} spans"));
             }
-            Err(e) => {
-                tracing::warn!(spans, error = %e, "NVTX mirroring: an export failed; its spans are dropped");
-                counters.failed(spans, e);
-            }
+        }
+        Err(e) => {
+            tracing::warn!(spans, error = %e, "NVTX mirroring: an export failed; its spans are dropped");
+            counters.failed(spans, e);
         }
     }
 }
 
-/// One attempt; the spans the endpoint rejected on success. A failure drops the connection,
-/// so the next attempt starts a fresh one.
+/// One attempt; the spans the endpoint rejected on success. The lazy channel reconnects by
+/// itself after a failure.
 async fn export_once(
-    target: &Endpoint,
-    client: &mut Option<TraceServiceClient<Channel>>,
+    mut c: TraceServiceClient<Channel>,
     request: ExportTraceServiceRequest,
 ) -> Result<u64, Failure> {
-    let c = match client.as_mut() {
-        Some(c) => c,
-        None => match target.connect().await {
-            Ok(channel) => client.insert(TraceServiceClient::new(channel)),
-            Err(e) => return Err(Failure::Retryable(chain(&e))),
-        },
-    };
     match c.export(request).await {
         Ok(answer) => Ok(answer
             .into_inner()
             .partial_success
             .map_or(0, |p| u64::try_from(p.rejected_spans).unwrap_or_default())),
         Err(status) => {
-            *client = None;
             let text = format!("{}: {}", status.code(), status.message());
             use tonic::Code;
             Err(match status.code() {

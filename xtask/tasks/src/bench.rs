@@ -14,7 +14,8 @@
 //! `bench_recipes.rs`).
 //!
 //! `otlp`: spans per second through the OTLP converter, ingest to stored report (see
-//! `bench_otlp.rs`).
+//! `bench_otlp.rs`); `otlp-mirror`: what the agent's NVTX mirroring costs the profiled program
+//! (see `bench_otlp_mirror.rs`).
 
 use std::{
     net::SocketAddr,
@@ -78,6 +79,15 @@ pub fn run(layout: &Layout, args: &[String]) -> Result<()> {
                 .unwrap_or(1_000_000);
             crate::bench_otlp::otlp(layout, spans)
         }
+        Some("otlp-mirror") => {
+            let pairs = args
+                .get(1)
+                .map(|n| n.parse::<u64>())
+                .transpose()
+                .context("PAIRS must be a number")?
+                .unwrap_or(200_000);
+            crate::bench_otlp_mirror::otlp_mirror(layout, pairs)
+        }
         Some("recipes") => {
             let (rows, runner) = recipes_args(&args[1..])?;
             crate::bench_recipes::recipes(layout, rows, runner)
@@ -85,7 +95,7 @@ pub fn run(layout: &Layout, args: &[String]) -> Result<()> {
         _ => bail!(
             "usage: cargo xtask bench coordinator [AGENTS] [--bin-dir DIR] | storage [SIZE_MIB] \
              | gateway | nvtx | recipes [ROWS] [--layout plain|static|ordered] | timeline [EVENTS] | webhook | operator | auth \
-             | otlp [SPANS]"
+             | otlp [SPANS] | otlp-mirror [PAIRS]"
         ),
     }
 }

@@ -14,7 +14,7 @@ use crate::{cmd::run as run_cmd, paths::Layout};
 /// Push/pop pairs per run (two events each: a push and a pop make one recorded range).
 const PAIRS: u64 = 1_000_000;
 
-const PROGRAM: &str = r#"
+pub(crate) const PROGRAM: &str = r#"
 #include <nvtx3/nvToolsExt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,22 +76,16 @@ fn once(
     })
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-pub fn nvtx(layout: &Layout) -> Result<()> {
-    let lib = crate::bench::build_release(layout, &["-p", "nsight-agent-nvtx"])?
-        .join("libnsight_nvtx.so");
+/// The bench program (`PROGRAM`, gcc -O2) built in `dir`: `bench N` runs N push/pop pairs and
+/// prints the loop's nanoseconds and its peak RSS in KiB.
+pub(crate) fn build_program(layout: &Layout, dir: &std::path::Path) -> Result<std::path::PathBuf> {
     let include = std::fs::read_dir(layout.venv().join("lib"))?
         .filter_map(Result::ok)
         .map(|e| e.path().join("site-packages/nvidia/nvtx/include"))
         .find(|p| p.exists())
         .context("the venv has no NVTX headers: run `cargo xtask setup`")?;
-    let dir = TempDir::new("bench-nvtx");
-    let src = dir.path().join("bench.c");
-    let exe = dir.path().join("bench");
+    let src = dir.join("bench.c");
+    let exe = dir.join("bench");
     std::fs::write(&src, PROGRAM)?;
     run_cmd(
         Command::new("gcc")
@@ -102,6 +96,19 @@ pub fn nvtx(layout: &Layout) -> Result<()> {
             .arg(&include)
             .arg("-ldl"),
     )?;
+    Ok(exe)
+}
+
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+pub fn nvtx(layout: &Layout) -> Result<()> {
+    let lib = crate::bench::build_release(layout, &["-p", "nsight-agent-nvtx"])?
+        .join("libnsight_nvtx.so");
+    let dir = TempDir::new("bench-nvtx");
+    let exe = build_program(layout, dir.path())?;
     let runs = 5;
     let (mut base, mut inj, mut base_mem, mut inj_mem) = (vec![], vec![], vec![], vec![]);
     for _ in 0..runs {

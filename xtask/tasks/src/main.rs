@@ -10,6 +10,7 @@ mod bench_gateway;
 mod bench_nvtx;
 mod bench_operator;
 mod bench_otlp;
+mod bench_otlp_mirror;
 mod bench_recipes;
 mod bench_storage;
 mod bench_timeline;
