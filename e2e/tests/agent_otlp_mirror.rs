@@ -191,3 +191,44 @@ fn with_nothing_listening_the_program_runs_and_the_drops_are_counted() {
         "the agent does not hang on a dead endpoint: {took:?}"
     );
 }
+
+/// A collector that accepts connections and then answers nothing (the real converter frozen
+/// with SIGSTOP: the kernel still completes the TCP handshakes): the program keeps its exit code
+/// and its report, and the agent gives up on the spans after its flush limit instead of hanging.
+#[test]
+fn with_a_stalled_collector_the_program_runs_and_the_drops_are_counted() {
+    let dir = TempDir::new("agent-mirror-stalled");
+    let storage = dir.path().join("storage");
+    let conv = converter(dir.path(), &dir.path().join("converted"));
+    let exe = dir.path().join("nvtx_c");
+    gcc_nvtx(NVTX_C_PROGRAM, &exe);
+    let signal = |sig: &str| {
+        let status = std::process::Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(conv.process.pid().to_string())
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -{sig}");
+    };
+    signal("STOP");
+    let began = std::time::Instant::now();
+    let out = run_launch(
+        &storage,
+        &["--otlp-mirror", &format!("http://{}", conv.grpc)],
+        &[exe.to_str().unwrap()],
+    );
+    let took = began.elapsed();
+    signal("CONT");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert_eq!(files_with_ext(&storage, "sqlite").len(), 1, "{stderr}");
+    assert!(
+        stderr.contains("NVTX mirroring dropped spans") && stderr.contains("dropped=7"),
+        "the seven ranges are counted as dropped:\n{stderr}"
+    );
+    // The program itself takes well under a second; the agent waits 5 s for its exports.
+    assert!(
+        took < Duration::from_secs(15),
+        "the agent does not hang on a stalled endpoint: {took:?}\n{stderr}"
+    );
+}
