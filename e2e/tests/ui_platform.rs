@@ -5,7 +5,8 @@
 //! session, starts and stops a collection, sees the report, runs `nvtx_sum` from the form
 //! generated from the recipe's arguments, sorts its table, reloads a deep link, cancels and
 //! deletes a job that would run forever, compares two collections in one click and ends the
-//! session. This test then checks what the page showed against the REST APIs and downloads
+//! session; the agent mirrors its ranges to the real OTLP converter and the agents table shows
+//! its counters. This test then checks what the page showed against the REST APIs and downloads
 //! the report through the link the page offered. Screenshots: `<target>/ui-screenshots/`.
 
 #![allow(
@@ -21,7 +22,8 @@ use std::{
 };
 
 use nsight_e2e::{
-    agent, bin, chromium_bin, demo::LocalPlatform, http, process::Running, required_path, TempDir,
+    agent, bin, chromium_bin, demo::LocalPlatform, http, otlp, process::Running, required_path,
+    TempDir,
 };
 use serde_json::Value;
 
@@ -33,8 +35,9 @@ fn screenshots_dir() -> PathBuf {
     dir
 }
 
-/// `nsight-agent run` of the demo's NVTX program, connected to the platform.
-fn start_agent(platform: &LocalPlatform, state: &Path) -> Running {
+/// `nsight-agent run` of the demo's NVTX program, connected to the platform, mirroring its
+/// ranges to the OTLP/gRPC endpoint `mirror`.
+fn start_agent(platform: &LocalPlatform, state: &Path, mirror: &str) -> Running {
     let d = &platform.description;
     let text = |k: &str| d[k].as_str().unwrap().to_owned();
     let mut cmd = Command::new(bin("nsight-agent"));
@@ -49,6 +52,8 @@ fn start_agent(platform: &LocalPlatform, state: &Path) -> Running {
         .arg(state.join("agent-spool"))
         .arg("--pod")
         .arg("ui")
+        .arg("--otlp-mirror")
+        .arg(mirror)
         .arg("--")
         .arg(agent::python())
         .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../xtask/demo/nvtx_sample.py"))
@@ -83,7 +88,12 @@ fn a_person_profiles_and_analyses_from_the_browser() {
     let playwright = required_path("NSIGHT_PLAYWRIGHT_DIR", "cargo xtask setup playwright");
     let dir = TempDir::new("ui-platform");
     let (platform, options) = LocalPlatform::start_for_tests(dir.path()).unwrap();
-    let _agent = start_agent(&platform, &options.state_dir);
+    let converter = otlp::converter(dir.path(), &dir.path().join("converted"));
+    let _agent = start_agent(
+        &platform,
+        &options.state_dir,
+        &format!("http://{}", converter.grpc),
+    );
 
     let shots = screenshots_dir();
     let started = Instant::now();
@@ -128,6 +138,19 @@ fn a_person_profiles_and_analyses_from_the_browser() {
     assert_eq!(s["state"], "ended", "{s:#}");
     assert_eq!(found["sessionRowState"], "ended");
     assert_eq!(found["agentStates"], serde_json::json!(["uploaded"]));
+    // The mirroring counters the page showed are the coordinator's for the agent (as of a
+    // heartbeat: the coordinator's may have grown since, with the later collection's spans).
+    let status = api(&platform, "/coordinator/v1/status");
+    let api_sent = status["agents"][0]["mirroring"]["sent"].as_u64();
+    let shown = found["mirroring"].as_str().unwrap_or_default();
+    // "N sent, 0 dropped" (", K not mirrored" too: ranges still open at a stop).
+    let shown_sent = shown
+        .split_once(" sent, 0 dropped")
+        .and_then(|(n, _)| n.parse::<u64>().ok());
+    assert!(
+        shown_sent.is_some_and(|n| n > 0 && Some(n) <= api_sent),
+        "the page showed {shown:?}; the coordinator says {status:#}"
+    );
     let outcomes = s["collections"][0]["agents"].as_object().unwrap();
     assert!(outcomes.values().all(|o| o["state"] == "uploaded"), "{s:#}");
 
