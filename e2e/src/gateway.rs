@@ -82,6 +82,19 @@ fn serve_connection(name: &str, stream: TcpStream) -> std::io::Result<()> {
     }
 }
 
+/// A tokio runtime of `worker_threads` and our ADS server on a free loopback port, served by it.
+pub fn serve_xds(worker_threads: usize) -> (tokio::runtime::Runtime, XdsHandle) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(worker_threads)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let xds = runtime
+        .block_on(XdsServer::serve(([127, 0, 0, 1], 0).into()))
+        .expect("start the xDS server");
+    (runtime, xds)
+}
+
 /// A tokio runtime, our ADS server on a free port and a supervised Envoy bootstrapped from it.
 /// Drop order kills Envoy first, then the server, then the runtime.
 #[derive(Debug)]
@@ -96,14 +109,7 @@ pub struct LocalGateway {
 impl LocalGateway {
     /// Starts both; Envoy is not ready until the caller publishes a configuration for `node`.
     pub fn start(node: &str, flavor: AdsFlavor) -> Self {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("tokio runtime");
-        let xds = runtime
-            .block_on(XdsServer::serve(([127, 0, 0, 1], 0).into()))
-            .expect("start the xDS server");
+        let (runtime, xds) = serve_xds(2);
         let dir = TempDir::new("gateway");
         let admin: SocketAddr = ([127, 0, 0, 1], free_port()).into();
         let bootstrap = Bootstrap::new(node, xds.local_addr(), admin).with_flavor(flavor);

@@ -12,7 +12,7 @@ use std::{
 use nsight_gateway::{
     cache::node_id,
     otlp_sidecar::{self, Collector},
-    server::{XdsHandle, XdsServer},
+    server::XdsHandle,
 };
 
 use crate::{bin, envoy_bin, free_port, process::Running, wait_for, wait_for_tcp};
@@ -148,14 +148,7 @@ impl Sidecar {
     /// Publishes the sidecar IR of OTLPProxyConfig `team-a/mirror` forwarding to `collector`,
     /// starts Envoy as Pod `pod`, and waits until both listeners accept connections.
     pub fn start(dir: &Path, pod: &str, collector: &Collector) -> Self {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("tokio runtime");
-        let xds = runtime
-            .block_on(XdsServer::serve(([127, 0, 0, 1], 0).into()))
-            .expect("start the xDS server");
+        let (runtime, xds) = crate::gateway::serve_xds(1);
         let (namespace, config) = ("team-a", "mirror");
         let key = node_id::otlp_proxy(namespace, config);
         let ports = (free_port(), free_port());

@@ -5,7 +5,8 @@
 //! machine: collection settles ─> Effect::Settled ─> hub ─channel─> run(): per collection, after
 //!   the delay (spans still travel agent -> sidecar -> collector -> converter), for each converter
 //!   POST <url>/v1/collections/<session>/<collection>/stop, retried 0.5, 1, 2, 4, 8 s on a
-//!   connection failure, 429 or 5xx; any other answer is final (logged)
+//!   connection failure, 429 or 5xx; 404 (no span of it: its agents do not mirror) is quiet;
+//!   any other answer is final (logged)
 //! ```
 //! Best effort: the collection's state does not wait for it, and a coordinator that dies between
 //! the settle and the call does not call again (the converter still holds the spans; a later
@@ -58,6 +59,8 @@ pub fn stop_url(base: &str, session: SessionId, collection: CollectionId) -> Str
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
     Done,
+    /// The converter holds no span of the collection (its agents do not mirror): nothing to do.
+    Empty,
     /// Worth another attempt (the converter is busy or restarting).
     Retry,
     /// It will not work by asking again (logged).
@@ -67,6 +70,7 @@ pub enum Verdict {
 pub fn verdict(status: u16) -> Verdict {
     match status {
         200..=299 => Verdict::Done,
+        404 => Verdict::Empty,
         429 | 500..=599 => Verdict::Retry,
         _ => Verdict::GiveUp,
     }
@@ -116,6 +120,10 @@ async fn stop(client: &reqwest::Client, url: &str, done: Settled) {
                 tracing::info!(%url, %session, collection = done.collection.0, answer = %what, "OTLP converter stopped the collection");
                 return;
             }
+            Verdict::Empty => {
+                tracing::debug!(%url, %session, collection = done.collection.0, "the OTLP converter holds no span of the collection");
+                return;
+            }
             Verdict::GiveUp => {
                 tracing::warn!(%url, %session, collection = done.collection.0, answer = %what, "the OTLP converter refused to stop the collection");
                 return;
@@ -153,7 +161,7 @@ mod tests {
         assert_eq!(verdict(200), Verdict::Done);
         assert_eq!(verdict(503), Verdict::Retry);
         assert_eq!(verdict(429), Verdict::Retry);
-        assert_eq!(verdict(404), Verdict::GiveUp);
+        assert_eq!(verdict(404), Verdict::Empty);
         assert_eq!(verdict(400), Verdict::GiveUp);
     }
 }

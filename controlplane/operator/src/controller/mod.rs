@@ -687,31 +687,11 @@ pub(crate) fn watch_namespace<K, R>(
 ) -> Controller<K>
 where
     K: Managed,
-    R: Resource<DynamicType = (), Scope = NamespaceResourceScope>
-        + Clone
-        + Debug
-        + DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
+    R: Watched,
 {
-    let peers = controller.store();
-    controller.watches(
-        api::<R>(client, namespace),
-        watcher::Config::default(),
-        move |changed: R| {
-            let ns = changed.namespace();
-            peers
-                .state()
-                .into_iter()
-                .filter(|k| k.namespace() == ns)
-                .map(|k| ObjectRef::from_obj(&*k))
-                .collect::<Vec<_>>()
-        },
-    )
+    watch_related(controller, client, namespace, |_: &K, _: &R| true)
 }
 
-/// Where the controllers watch: every namespace, or one.
 /// `controller` re-reconciles its objects whose `reference` names an `R` of their namespace
 /// when that `R` appears, changes or goes.
 pub(crate) fn watch_referrers<K, R>(
@@ -722,30 +702,65 @@ pub(crate) fn watch_referrers<K, R>(
 ) -> Controller<K>
 where
     K: Managed,
+    R: Watched,
+{
+    watch_related(controller, client, namespace, move |k: &K, r: &R| {
+        reference(k) == Some(r.name_any().as_str())
+    })
+}
+
+/// A namespaced kind a controller may watch beside its own.
+pub(crate) trait Watched:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + Debug
+    + DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<R> Watched for R where
     R: Resource<DynamicType = (), Scope = NamespaceResourceScope>
         + Clone
         + Debug
         + DeserializeOwned
         + Send
         + Sync
-        + 'static,
+        + 'static
 {
-    let referrers = controller.store();
+}
+
+/// `controller` re-reconciles its objects of the namespace of an `R` that appears, changes or
+/// goes, when `related` says they depend on it.
+fn watch_related<K, R>(
+    controller: Controller<K>,
+    client: &Client,
+    namespace: Option<&str>,
+    related: impl Fn(&K, &R) -> bool + Send + Sync + 'static,
+) -> Controller<K>
+where
+    K: Managed,
+    R: Watched,
+{
+    let store = controller.store();
     controller.watches(
         api::<R>(client, namespace),
         watcher::Config::default(),
-        move |referenced: R| {
-            let (ns, name) = (referenced.namespace(), referenced.name_any());
-            referrers
+        move |changed: R| {
+            let ns = changed.namespace();
+            store
                 .state()
                 .into_iter()
-                .filter(|k| k.namespace() == ns && reference(k) == Some(name.as_str()))
+                .filter(|k| k.namespace() == ns && related(k, &changed))
                 .map(|k| ObjectRef::from_obj(&*k))
                 .collect::<Vec<_>>()
         },
     )
 }
 
+/// Where the controllers watch: every namespace, or one.
 pub(crate) fn api<T>(client: &Client, namespace: Option<&str>) -> Api<T>
 where
     T: Resource<DynamicType = (), Scope = NamespaceResourceScope>,

@@ -12,9 +12,9 @@
 //! Owns the reads, the publish and the status write; what the IR looks like is `translate`.
 //!
 //! A deleted NsightGateway (no finalizer): once the watch's delete event has left the
-//! controller's store, the sweep ([`stale_nodes`], every [`SWEEP_EVERY`]) removes the node's
-//! snapshot and status from the ADS server and ends its streams, so nothing is kept or served
-//! for a gateway that no longer exists.
+//! controller's store, the sweep ([`stale_nodes`], `super::sweep`) removes the node's snapshot
+//! and status from the ADS server and ends its streams, so nothing is kept or served for a
+//! gateway that no longer exists.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -31,11 +31,7 @@ use k8s_openapi::{
 };
 use kube::{
     api::{ListParams, PartialObjectMeta, Patch, PatchParams},
-    runtime::{
-        controller::Action,
-        reflector::{ObjectRef, Store},
-        watcher, Controller,
-    },
+    runtime::{controller::Action, reflector::ObjectRef, watcher, Controller},
     Api, Client, Resource, ResourceExt,
 };
 use nsight_api::{NsightGateway, NsightStatus};
@@ -43,6 +39,7 @@ use nsight_gateway::{cache::node_id, server::XdsHandle};
 use serde_json::json;
 
 use super::{
+    sweep,
     tenants::{self, TenantInputs},
     translate::{self, GatewayTokens, Inputs, Role, XdsSettings},
 };
@@ -57,8 +54,6 @@ pub const STATUS_MANAGER: &str = "nsight-operator-xds";
 /// The condition saying whether Envoy has the gateway's current configuration.
 pub const CONDITION_XDS: &str = "XdsConfigured";
 
-/// How often published gateway nodes are checked against the NsightGateways that exist.
-pub const SWEEP_EVERY: Duration = Duration::from_secs(2);
 /// Every gateway node id starts so (`node_id::gateway`).
 pub const GATEWAY_NODE_PREFIX: &str = "nsight-gateway/";
 
@@ -387,6 +382,14 @@ fn tenant_key_name(gw: &NsightGateway) -> Option<&str> {
         .map(|r| r.name.as_str())
 }
 
+/// The prefix of the gateway nodes of the watched `namespace`, or of all.
+fn gateway_prefix(namespace: Option<&str>) -> String {
+    match namespace {
+        Some(ns) => node_id::gateway(ns, ""),
+        None => GATEWAY_NODE_PREFIX.to_owned(),
+    }
+}
+
 /// The gateway nodes among `nodes` (of the watched `namespace`, or all) whose NsightGateway
 /// is not in `live` (node ids of the gateways that exist). Pure.
 pub fn stale_nodes<'a>(
@@ -394,42 +397,7 @@ pub fn stale_nodes<'a>(
     live: &BTreeSet<String>,
     namespace: Option<&str>,
 ) -> Vec<&'a str> {
-    let prefix = match namespace {
-        Some(ns) => node_id::gateway(ns, ""),
-        None => GATEWAY_NODE_PREFIX.to_owned(),
-    };
-    nodes
-        .iter()
-        .filter(|n| n.starts_with(&prefix) && !live.contains(*n))
-        .map(String::as_str)
-        .collect()
-}
-
-/// Removes the nodes of deleted gateways from the ADS server, every [`SWEEP_EVERY`]. A node
-/// has a snapshot only after its gateway was reconciled, i.e. was in the store, and a re-list
-/// swaps the store's contents at once, so a snapshot whose gateway is not in the store is a
-/// deleted gateway's (no need to wait for the first list). A node without a snapshot but with
-/// an open stream (an Envoy of a gateway not reconciled yet) is left alone: it holds nothing
-/// and ending it would only make it reconnect.
-async fn sweep(ctx: Arc<XdsContext>, store: Store<NsightGateway>, namespace: Option<String>) {
-    let mut tick = tokio::time::interval(SWEEP_EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        let live: BTreeSet<String> = store
-            .state()
-            .iter()
-            .map(|g| node_id::gateway(&g.namespace().unwrap_or_default(), &g.name_any()))
-            .collect();
-        let nodes = ctx.xds.nodes();
-        for node in stale_nodes(&nodes, &live, namespace.as_deref()) {
-            let has_snapshot = ctx.xds.snapshot(node).is_some();
-            let streams = ctx.xds.node_status(node).map_or(0, |s| s.streams);
-            if (has_snapshot || streams == 0) && ctx.xds.remove_node(node) {
-                tracing::info!(%node, "NsightGateway deleted: its xDS snapshot is removed");
-            }
-        }
-    }
+    sweep::stale(nodes, live, &gateway_prefix(namespace))
 }
 
 /// Runs until the watches end (never, in practice).
@@ -440,7 +408,15 @@ pub async fn run(ctx: Arc<XdsContext>, namespace: Option<String>) {
         api::<NsightGateway>(&client, ns),
         watcher::Config::default(),
     );
-    let sweeper = tokio::spawn(sweep(ctx.clone(), controller.store(), namespace.clone()));
+    let sweeper = tokio::spawn(sweep::run(
+        ctx.clone(),
+        controller.store(),
+        sweep::Swept {
+            key_of: node_id::gateway,
+            prefix: gateway_prefix(ns),
+            kind: "NsightGateway",
+        },
+    ));
     let by_secret = controller.store();
     let by_service = controller.store();
     let by_namespace = controller.store();

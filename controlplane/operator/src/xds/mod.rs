@@ -12,11 +12,13 @@
 //! translate  (pure)  NsightGateway + Services + Secrets -> GatewayIr | why not, + conditions
 //! controller (shell) watches, reads, XdsHandle::set_ir, status
 //! otlp_proxies (shell) OTLPProxyConfig -> the sidecars' snapshot, status
+//! sweep      (shell) removes the snapshots of deleted gateways and configs
 //! ```
 
 pub mod controller;
 pub mod oauth2;
 pub mod otlp_proxies;
 pub mod secrets;
+pub mod sweep;
 pub mod tenants;
 pub mod translate;

@@ -5,7 +5,8 @@
 //! OTLPProxyConfig ─> ports + collector (render::otlp_proxy, pure) ─> otlp_sidecar::ir
 //!   ─> XdsHandle::set_ir(nsight-otlp-proxy/<ns>/<name>)   (the sidecars' snapshot key)
 //!   ─> status XdsConfigured: published, sidecars connected and up to date, or a sidecar's NACK
-//! deleted ─> the sweep removes the snapshot; running sidecars keep their last configuration
+//! deleted ─> the sweep (`super::sweep`) removes the snapshot; running sidecars keep their last
+//!            configuration
 //! ```
 //! Each sidecar is its own node (`nsight-otlp-sidecar/<ns>/<pod>`), so what one Pod's Envoy
 //! rejected is named on the config's status with the Pod.
@@ -16,14 +17,17 @@ use futures::StreamExt;
 use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
 use kube::{
     api::{Patch, PatchParams},
-    runtime::{controller::Action, reflector::Store, watcher, Controller},
+    runtime::{controller::Action, watcher, Controller},
     Api, Resource, ResourceExt,
 };
 use nsight_api::{NsightStatus, OTLPProxyConfig};
 use nsight_gateway::{cache::node_id, otlp_sidecar, status::NodeStatus};
 use serde_json::json;
 
-use super::controller::{XdsContext, CONDITION_XDS, STATUS_MANAGER, SWEEP_EVERY};
+use super::{
+    controller::{XdsContext, CONDITION_XDS, STATUS_MANAGER},
+    sweep,
+};
 use crate::{
     conditions::{self, Cond},
     render::otlp_proxy,
@@ -166,6 +170,14 @@ fn error_policy(_cr: Arc<OTLPProxyConfig>, error: &Error, _ctx: Arc<XdsContext>)
     Action::requeue(Duration::from_secs(5))
 }
 
+/// The prefix of the config keys of the watched `namespace`, or of all.
+fn key_prefix(namespace: Option<&str>) -> String {
+    match namespace {
+        Some(ns) => node_id::otlp_proxy(ns, ""),
+        None => node_id::OTLP_PROXY_PREFIX.to_owned(),
+    }
+}
+
 /// The snapshot keys among `nodes` (of the watched `namespace`, or all) whose OTLPProxyConfig
 /// is not in `live`. Pure.
 pub fn stale_keys<'a>(
@@ -173,36 +185,7 @@ pub fn stale_keys<'a>(
     live: &BTreeSet<String>,
     namespace: Option<&str>,
 ) -> Vec<&'a str> {
-    let prefix = match namespace {
-        Some(ns) => node_id::otlp_proxy(ns, ""),
-        None => node_id::OTLP_PROXY_PREFIX.to_owned(),
-    };
-    nodes
-        .iter()
-        .filter(|n| n.starts_with(&prefix) && !live.contains(*n))
-        .map(String::as_str)
-        .collect()
-}
-
-/// Removes the snapshots of deleted configs every [`SWEEP_EVERY`] (their sidecars' streams end;
-/// Envoy keeps its last configuration and reconnects to nothing new).
-async fn sweep(ctx: Arc<XdsContext>, store: Store<OTLPProxyConfig>, namespace: Option<String>) {
-    let mut tick = tokio::time::interval(SWEEP_EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        let live: BTreeSet<String> = store
-            .state()
-            .iter()
-            .map(|c| node_id::otlp_proxy(&c.namespace().unwrap_or_default(), &c.name_any()))
-            .collect();
-        let nodes = ctx.xds.nodes();
-        for key in stale_keys(&nodes, &live, namespace.as_deref()) {
-            if ctx.xds.snapshot(key).is_some() && ctx.xds.remove_node(key) {
-                tracing::info!(%key, "OTLPProxyConfig deleted: its sidecars' snapshot is removed");
-            }
-        }
-    }
+    sweep::stale(nodes, live, &key_prefix(namespace))
 }
 
 /// Runs until the watch ends (never, in practice).
@@ -212,7 +195,15 @@ pub async fn run(ctx: Arc<XdsContext>, namespace: Option<String>) {
         None => Api::all(ctx.client.clone()),
     };
     let controller = Controller::new(api, watcher::Config::default());
-    let sweeper = tokio::spawn(sweep(ctx.clone(), controller.store(), namespace));
+    let sweeper = tokio::spawn(sweep::run(
+        ctx.clone(),
+        controller.store(),
+        sweep::Swept {
+            key_of: node_id::otlp_proxy,
+            prefix: key_prefix(namespace.as_deref()),
+            kind: "OTLPProxyConfig",
+        },
+    ));
     controller
         .run(reconcile, error_policy, ctx)
         .for_each(|_| futures::future::ready(()))
