@@ -386,3 +386,88 @@ fn an_upload_slower_than_the_heartbeat_timeout_keeps_the_agent_and_its_report() 
     // Some (fewer on a loaded machine), never the whole run.
     assert!((1..=45).contains(&n), "{n} ticks in ~700 ms");
 }
+
+/// A coordinator killed after a collection ended but before it told the converter (its stop
+/// delay is long): restarted on its state, it tells the converter, whose report then holds
+/// the agent's ranges.
+#[test]
+fn a_coordinator_killed_before_telling_the_converter_tells_it_after_its_restart() {
+    let dir = TempDir::new("agent-coord-retell");
+    let converted = dir.path().join("converted");
+    let converter = otlp::converter(dir.path(), &converted);
+    let converter_url = format!("http://{}", converter.http);
+    let (http, grpc) = (
+        ([127, 0, 0, 1], free_port()).into(),
+        ([127, 0, 0, 1], free_port()).into(),
+    );
+    let state = dir.path().join("state");
+    let start = |delay_ms: &str| {
+        CoordinatorProcess::start_with(
+            http,
+            grpc,
+            &state,
+            15_000,
+            &[
+                "--otlp-converter",
+                &converter_url,
+                "--otlp-stop-delay-ms",
+                delay_ms,
+            ],
+        )
+    };
+    let coordinator = start("600000");
+    let script = dir.path().join("loop.py");
+    std::fs::write(
+        &script,
+        "import time, nvtx\nt0 = time.time()\nwhile time.time() - t0 < 90:\n    with nvtx.annotate('tick'):\n        time.sleep(0.02)\n",
+    )
+    .unwrap();
+    let store = dir.path().join("store");
+    let mut cmd = Command::new(bin("nsight-agent"));
+    cmd.args(["run", "--mode", "coordinator", "--coordinator"])
+        .arg(coordinator.grpc_url())
+        .arg("--tls-dir")
+        .arg(tls_dir(&coordinator.state_dir))
+        .arg("--storage-dir")
+        .arg(&store)
+        .arg("--otlp-mirror")
+        .arg(format!("http://{}", converter.grpc))
+        .args(["--pod", "trainer-2", "--"])
+        .arg(python())
+        .arg(&script)
+        .env("NSIGHT_AGENT_LOG", "info");
+    let agent = Running::spawn("nsight-agent", cmd, &dir.path().join("agent.log"));
+    wait_for(Duration::from_secs(30), || {
+        let agents = coordinator.get("/v1/status")["agents"].as_array()?.clone();
+        (agents.len() == 1 && agents[0]["connected"] == true).then_some(())
+    })
+    .unwrap_or_else(|| panic!("agent registers; log:\n{}", agent.log()));
+    let started = post(&coordinator, "/v1/start");
+    let session = started["session"].as_str().unwrap().to_owned();
+    std::thread::sleep(Duration::from_millis(700));
+    post(&coordinator, "/v1/stop");
+    let keys = uploaded_keys(&coordinator, &session, 1);
+    let n = ticks(&store.join(&keys[0]));
+    assert!(n > 0, "{keys:?}");
+    // Killed inside its 10-minute stop delay: the converter was not told.
+    drop(coordinator);
+    let dir_of = converted.join(format!("default/{session}/1"));
+    assert!(!dir_of.exists(), "nothing converted yet");
+    let coordinator = start("200");
+    let mut found = 0;
+    let converted_all = wait_for(Duration::from_secs(30), || {
+        found = std::fs::read_dir(&dir_of)
+            .ok()?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "sqlite"))
+            .map(|p| ticks(&p))
+            .sum();
+        (found == n).then_some(())
+    });
+    assert!(
+        converted_all.is_some(),
+        "{found} of {n} ranges converted after the restart; coordinator log:\n{}",
+        coordinator.process.log()
+    );
+}

@@ -8,10 +8,11 @@
 //!   connection failure, 429 or 5xx; 404 (no span of it: its agents do not mirror) is quiet;
 //!   any other answer is final (logged)
 //! ```
-//! Best effort: the collection's state does not wait for it, and a coordinator that dies between
-//! the settle and the call does not call again (the converter still holds the spans; a later
-//! stop converts them). Spans that arrive after the stop are converted on their own by the
-//! converter (its linger), as a second report.
+//! Best effort: the collection's state does not wait for it. A coordinator that dies between the
+//! settle and the call tells the converters again when it starts, for every collection that
+//! ended in the last [`RETELL_WINDOW`] (a repeated stop converts nothing twice). Spans that
+//! arrive after the stop are converted on their own by the converter (its linger), as a second
+//! report.
 
 use std::time::Duration;
 
@@ -35,6 +36,9 @@ pub struct Converters {
     /// Wait this long after the collection ends before the first call.
     pub delay: Duration,
 }
+
+/// At start, the collections that ended this recently are announced again.
+pub const RETELL_WINDOW: Duration = Duration::from_secs(600);
 
 /// Pauses between attempts (then give up).
 pub const BACKOFF: [Duration; 5] = [

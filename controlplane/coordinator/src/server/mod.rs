@@ -19,7 +19,7 @@ use tokio_stream::wrappers::TcpListenerStream;
 
 use crate::{
     proto::agent_channel_server::AgentChannelServer,
-    state::{Config, Coordinator},
+    state::{self, Config, Coordinator},
 };
 
 /// How a coordinator process is set up.
@@ -134,6 +134,27 @@ pub async fn serve(config: ServerConfig) -> Result<Running, ServeError> {
     };
     if let Some(to) = config.converters.clone().filter(|c| !c.urls.is_empty()) {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        // A coordinator that died after a collection ended may not have told the converters:
+        // tell them again about the recent ones (a converter answers a repeated stop
+        // harmlessly).
+        let since = hub::now()
+            .0
+            .saturating_sub(converters::RETELL_WINDOW.as_millis() as u64);
+        let recent = hub.read(|c| c.ended_since(state::Millis(since)));
+        if !recent.is_empty() {
+            tracing::info!(
+                collections = recent.len(),
+                "telling the OTLP converters again about the collections that ended in the last {} min",
+                converters::RETELL_WINDOW.as_secs() / 60
+            );
+        }
+        for (session, collection, state) in recent {
+            let _ = tx.send(converters::Settled {
+                session,
+                collection,
+                state,
+            });
+        }
         hub.announce_settled(tx);
         tracing::info!(converters = ?to.urls, "ended collections are stopped on the OTLP converters");
         tokio::spawn(converters::run(to, rx));

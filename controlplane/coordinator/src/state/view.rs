@@ -10,7 +10,8 @@ pub use nsight_contracts::coordinator::view::{
 use crate::state::error::CoordError;
 use crate::state::machine::{AgentEntry, Coordinator};
 use crate::state::model::{
-    AgentInfo, AgentKey, CollectionState, Session, SessionId, SessionState, Tag,
+    AgentInfo, AgentKey, CollectionId, CollectionState, Millis, Session, SessionId, SessionState,
+    Tag,
 };
 
 /// Which sessions [`Coordinator::sessions`] lists; `None` matches everything.
@@ -81,6 +82,17 @@ impl Coordinator {
         self.sessions
             .get(&id)
             .ok_or(CoordError::UnknownSession { id })
+    }
+
+    /// The collections that ended at `since` or later, with how they ended (the OTLP converters
+    /// of a restarted coordinator are told again: it may have died before telling them).
+    pub fn ended_since(&self, since: Millis) -> Vec<(SessionId, CollectionId, CollectionState)> {
+        self.sessions
+            .values()
+            .flat_map(|s| s.collections.iter().map(move |c| (s.id, c)))
+            .filter(|(_, c)| !c.state.is_open() && c.completed_at.is_some_and(|t| t >= since))
+            .map(|(session, c)| (session, c.id, c.state))
+            .collect()
     }
 
     /// Sessions matching `filter`, oldest first.

@@ -218,6 +218,12 @@ fn a_collection_that_ends_says_so_once() {
         [(CollectionId(1), CollectionState::Completed)]
     );
     assert!(settled(&c.tick(at(40)).effects).is_empty(), "only once");
+    // What a restarted coordinator tells the converters again.
+    assert_eq!(
+        c.ended_since(at(30)),
+        [(sid, CollectionId(1), CollectionState::Completed)]
+    );
+    assert!(c.ended_since(at(31)).is_empty());
 
     // The next collection: nobody uploads; the upload timeout ends it, incomplete.
     let _ = c.start(&t, None, at(50)).unwrap();
