@@ -67,6 +67,53 @@ fn ticks(db: &std::path::Path) -> i64 {
         .unwrap()
 }
 
+/// `nsight-agent run` (coordinator mode, nvtx backend) of `script` as Pod `pod`, its reports in
+/// `store`, mirroring to the converter `mirror_to` (OTLP/gRPC).
+fn mirroring_agent(
+    coordinator: &CoordinatorProcess,
+    store: &std::path::Path,
+    mirror_to: std::net::SocketAddr,
+    pod: &str,
+    script: &std::path::Path,
+    log: &std::path::Path,
+) -> Running {
+    let mut cmd = Command::new(bin("nsight-agent"));
+    cmd.args(["run", "--mode", "coordinator", "--coordinator"])
+        .arg(coordinator.grpc_url())
+        .arg("--tls-dir")
+        .arg(tls_dir(&coordinator.state_dir))
+        .arg("--storage-dir")
+        .arg(store)
+        .arg("--otlp-mirror")
+        .arg(format!("http://{mirror_to}"))
+        .args(["--pod", pod, "--"])
+        .arg(python())
+        .arg(script)
+        .env("NSIGHT_AGENT_LOG", "info");
+    Running::spawn("nsight-agent", cmd, log)
+}
+
+/// Waits (30 s) until the converter's reports in `dir` (one collection's) hold `n` tick
+/// ranges in all (spans later than the stop make a second report: all count); the count found.
+fn converted_ticks(dir: &std::path::Path, n: i64) -> (bool, i64) {
+    let mut found = 0;
+    let done = wait_for(Duration::from_secs(30), || {
+        found = std::fs::read_dir(dir)
+            .ok()?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.contains("_otlp") && n.ends_with(".sqlite"))
+            })
+            .map(|p| ticks(&p))
+            .sum();
+        (found == n).then_some(())
+    });
+    (done.is_some(), found)
+}
+
 #[test]
 fn start_stop_through_the_coordinator_uploads_one_report_per_collection() {
     let dir = TempDir::new("agent-coord");
@@ -96,20 +143,14 @@ fn start_stop_through_the_coordinator_uploads_one_report_per_collection() {
     )
     .unwrap();
     let store = dir.path().join("store");
-    let mut cmd = Command::new(bin("nsight-agent"));
-    cmd.args(["run", "--mode", "coordinator", "--coordinator"])
-        .arg(coordinator.grpc_url())
-        .arg("--tls-dir")
-        .arg(tls_dir(&coordinator.state_dir))
-        .arg("--storage-dir")
-        .arg(&store)
-        .arg("--otlp-mirror")
-        .arg(format!("http://{}", converter.grpc))
-        .args(["--pod", "trainer-0", "--"])
-        .arg(python())
-        .arg(&script)
-        .env("NSIGHT_AGENT_LOG", "info");
-    let mut agent = Running::spawn("nsight-agent", cmd, &dir.path().join("agent.log"));
+    let mut agent = mirroring_agent(
+        &coordinator,
+        &store,
+        converter.grpc,
+        "trainer-0",
+        &script,
+        &dir.path().join("agent.log"),
+    );
 
     let registered = wait_for(Duration::from_secs(30), || {
         let status = coordinator.get("/v1/status");
@@ -162,27 +203,11 @@ fn start_stop_through_the_coordinator_uploads_one_report_per_collection() {
         ranges += n;
         seen.push(key.clone());
         // The coordinator told the converter the collection ended: its report of the mirrored
-        // spans is stored beside the agent's, with the same ranges (spans that arrived after the
-        // stop would make a second report: all of them count).
-        let prefix = "python_default_trainer-0_otlp";
+        // spans is stored beside the agent's, with the same ranges.
         let dir_of = converted.join(format!("default/{session}/{round}"));
-        let mut found = 0;
-        let mirrored = wait_for(Duration::from_secs(30), || {
-            found = std::fs::read_dir(&dir_of)
-                .ok()?
-                .flatten()
-                .map(|e| e.path())
-                .filter(|p| {
-                    p.file_name()
-                        .and_then(|n| n.to_str())
-                        .is_some_and(|n| n.starts_with(prefix) && n.ends_with(".sqlite"))
-                })
-                .map(|p| ticks(&p))
-                .sum();
-            (found == n).then_some(())
-        });
+        let (mirrored, found) = converted_ticks(&dir_of, n);
         assert!(
-            mirrored.is_some(),
+            mirrored,
             "collection {round}: {found} of {n} ranges in the converter's reports under {}; \
              coordinator log:\n{}",
             dir_of.display(),
@@ -423,20 +448,14 @@ fn a_coordinator_killed_before_telling_the_converter_tells_it_after_its_restart(
     )
     .unwrap();
     let store = dir.path().join("store");
-    let mut cmd = Command::new(bin("nsight-agent"));
-    cmd.args(["run", "--mode", "coordinator", "--coordinator"])
-        .arg(coordinator.grpc_url())
-        .arg("--tls-dir")
-        .arg(tls_dir(&coordinator.state_dir))
-        .arg("--storage-dir")
-        .arg(&store)
-        .arg("--otlp-mirror")
-        .arg(format!("http://{}", converter.grpc))
-        .args(["--pod", "trainer-2", "--"])
-        .arg(python())
-        .arg(&script)
-        .env("NSIGHT_AGENT_LOG", "info");
-    let agent = Running::spawn("nsight-agent", cmd, &dir.path().join("agent.log"));
+    let agent = mirroring_agent(
+        &coordinator,
+        &store,
+        converter.grpc,
+        "trainer-2",
+        &script,
+        &dir.path().join("agent.log"),
+    );
     wait_for(Duration::from_secs(30), || {
         let agents = coordinator.get("/v1/status")["agents"].as_array()?.clone();
         (agents.len() == 1 && agents[0]["connected"] == true).then_some(())
@@ -454,19 +473,9 @@ fn a_coordinator_killed_before_telling_the_converter_tells_it_after_its_restart(
     let dir_of = converted.join(format!("default/{session}/1"));
     assert!(!dir_of.exists(), "nothing converted yet");
     let coordinator = start("200");
-    let mut found = 0;
-    let converted_all = wait_for(Duration::from_secs(30), || {
-        found = std::fs::read_dir(&dir_of)
-            .ok()?
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|x| x == "sqlite"))
-            .map(|p| ticks(&p))
-            .sum();
-        (found == n).then_some(())
-    });
+    let (converted_all, found) = converted_ticks(&dir_of, n);
     assert!(
-        converted_all.is_some(),
+        converted_all,
         "{found} of {n} ranges converted after the restart; coordinator log:\n{}",
         coordinator.process.log()
     );
