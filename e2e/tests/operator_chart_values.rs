@@ -22,7 +22,7 @@ use serde_json::{json, Value};
 
 const RELEASE: &str = "nsight";
 const NAMESPACE: &str = "nsight-system";
-const CASES: [&str; 9] = [
+const CASES: [&str; 10] = [
     "defaults",
     "tls-apikey",
     "oauth2-inline",
@@ -30,6 +30,7 @@ const CASES: [&str; 9] = [
     "jwt-secret",
     "external-s3",
     "persistence",
+    "otlp-mirroring",
     "multi-tenant",
     "disabled",
 ];
@@ -257,6 +258,22 @@ fn check(case: &str, docs: &[Value]) {
                 .unwrap()
                 .to_string();
             assert!(role.contains("\"create\""), "{role}");
+        }
+        "otlp-mirroring" => {
+            let collector = one(docs, "NsightOtelCollector");
+            assert_eq!(
+                collector["spec"]["converter"]["enabled"], true,
+                "{collector}"
+            );
+            assert_eq!(
+                collector["spec"]["cloudStorageRef"], "nsight-operator-storage",
+                "{collector}"
+            );
+            let proxy = one(docs, "OTLPProxyConfig");
+            assert_eq!(
+                proxy["spec"]["collectorRef"], "nsight-operator-otel-collector",
+                "{proxy}"
+            );
         }
         "disabled" => {
             for kind in ["MutatingWebhookConfiguration", "Role", "Secret"] {

@@ -167,6 +167,19 @@ pub struct Component {
     pub tolerations: Vec<Toleration>,
 }
 
+/// `nsight-otel-collector`: the OpenTelemetry collector mirrored spans go to.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OtelCollectorValues {
+    pub enabled: bool,
+    /// The OTLP converter beside the collector: mirrored spans become reports in the chart's
+    /// storage, and the release's coordinator stops each collection on it.
+    pub converter: crate::Toggle,
+    pub resources: Option<ResourceRequirements>,
+    pub node_selector: BTreeMap<String, String>,
+    pub tolerations: Vec<Toleration>,
+}
+
 /// `nsight-coordinator`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

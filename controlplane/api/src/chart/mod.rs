@@ -22,8 +22,8 @@ use serde::{Deserialize, Serialize};
 
 pub use components::{
     CertManager, CloudStorage, Component, Coordinator, FailurePolicy, Injector, InjectorToolConfig,
-    IssuerRef, Manager, MinioValues, MultiTenant, NameRef, OtlpProxyValues, PersistenceValues,
-    StreamerLaunchValues, TenantOperatorValues, Webhook,
+    IssuerRef, Manager, MinioValues, MultiTenant, NameRef, OtelCollectorValues, OtlpProxyValues,
+    PersistenceValues, StreamerLaunchValues, TenantOperatorValues, Webhook,
 };
 pub use gateway::{
     GatewayApiKey, GatewayAuthentication, GatewayJwt, GatewayOAuth2, GatewayRouting,
@@ -62,7 +62,7 @@ pub struct Values {
     #[serde(rename = "nsight-tenant-operator")]
     pub tenant_operator: TenantOperatorValues,
     #[serde(rename = "nsight-otel-collector")]
-    pub otel_collector: Component,
+    pub otel_collector: OtelCollectorValues,
     pub otlp_proxy_config: OtlpProxyValues,
     /// The cluster-wide node setting; `null`: none (the cluster manages it out of band).
     pub machine_config: Option<MachineConfig>,
