@@ -21,6 +21,7 @@ pub mod gateway;
 pub mod http;
 pub mod jwt;
 pub mod kube;
+pub mod mock_nsys_image;
 pub mod oci;
 pub mod oidc;
 pub mod otlp;

@@ -31,7 +31,7 @@ use nsight_e2e::{
     cli::Cli,
     cluster,
     kube::{chart_dir, helm_bin, tls_for},
-    wait_for, TempDir,
+    mock_nsys_image, wait_for, TempDir,
 };
 use serde_json::{json, Value};
 
@@ -62,14 +62,17 @@ impl Drop for Helper<'_> {
 
 /// The chart's values in this test: images imported (never pulled), no perf-event DaemonSet
 /// (it needs a shell image), an HTTPS gateway with an inline API key, downloads signed for the
-/// forwarded storage port, the tenant API launching the stand-in streamer.
+/// forwarded storage port, the tenant API launching the stand-in streamer, Nsight Systems from
+/// an image (the MOCK of `mock_nsys_image`).
 fn values(service_type: &str, storage_port: u16) -> String {
     format!(
         "image: {{pullPolicy: Never}}\nmachineConfig: null\n\
          nsight-coordinator: {{storagePublicUrl: 'https://localhost:{storage_port}'}}\n\
          nsight-gateway:\n  service: {{type: {service_type}}}\n  tlsSecretRef: {{name: gateway-tls}}\n  \
          authentication: {{apikey: {{enabled: true, key: {API_KEY}}}}}\n\
-         nsight-tenant-operator: {{enabled: true, streamerLaunch: {{image: '{STANDIN}'}}}}\n"
+         nsight-tenant-operator: {{enabled: true, streamerLaunch: {{image: '{STANDIN}'}}}}\n\
+         nsight-injector: {{nsys: {{image: '{}'}}}}\n",
+        mock_nsys_image::NAME
     )
 }
 
@@ -100,6 +103,9 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
             "data": {"tls.crt": b64(&cert), "tls.key": b64(&key), "ca.crt": b64(&ca)},
         }),
     );
+    let nsys_image = mock_nsys_image::write(dir.path()).expect("the mock nsys image");
+    c.import_image(&nsys_image)
+        .expect("import the mock nsys image");
     let (http_port, storage_port) = free_ports();
     let values_file = dir.path().join("values.yaml");
     std::fs::write(&values_file, values("ClusterIP", storage_port)).expect("values");
@@ -691,9 +697,16 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
                     {"name": "coordinated", "injectionIncludePatterns": [".*"]},
                     {"name": "unattended", "coordinator": false,
                      "nsightToolArgs": "-t nvtx --duration=3", "injectionIncludePatterns": [".*"]},
+                    {"name": "nsys", "coordinator": false, "backend": "nsys",
+                     "nsightToolArgs": "-t cuda,nvtx --sample=none",
+                     "injectionIncludePatterns": ["nvtx-sample"]},
                 ],
-                "injectionRules": [{"name": "launch", "nsightToolConfig": "unattended",
-                                    "labelSelector": {"matchLabels": {"app": "sample-launch"}}}],
+                "injectionRules": [
+                    {"name": "launch", "nsightToolConfig": "unattended",
+                     "labelSelector": {"matchLabels": {"app": "sample-launch"}}},
+                    {"name": "nsys", "nsightToolConfig": "nsys",
+                     "labelSelector": {"matchLabels": {"app": "sample-nsys"}}},
+                ],
             },
         }),
     );
@@ -755,6 +768,13 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
         &launch_session,
         &dir.path().join("launch-results"),
     ));
+
+    // 8b. Nsight Systems from the cluster: the release names an image holding nsys (a MOCK of
+    //     its CLI: no nsys exists here) and the tool config asks for `backend: nsys`. An init
+    //     container copies nsys into the Pod's tools volume with the agent; the agent finds it
+    //     there, runs `nsys profile` and `nsys export`, and stores the report and its SQLite
+    //     export, which the recipes read.
+    check_nsys_from_the_cluster(&c, &ns, &cli, &dir.path().join("nsys-results"));
 
     // 9. helm upgrade with changed values: the gateway becomes a NodePort Service. autoconfigure
     //    again: the helper of the port-forward is stopped, the URL is the node's address.
@@ -835,17 +855,15 @@ fn autoconfigure(cli: &Cli<'_>, env: &[(&str, &OsStr)], namespace: &str, extra: 
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
 }
 
-/// `analysis run nvtx_sum --session <session> --wait` through the CLI; its CSV, downloaded
-/// into `dir`.
+/// `nvtx_sum`'s CSV for `session`, downloaded into `dir`.
 fn nvtx_sum_csv(cli: &Cli<'_>, session: &str, dir: &std::path::Path) -> String {
-    let job = cli.json(&[
-        "analysis",
-        "run",
-        "nvtx_sum",
-        "--session",
-        session,
-        "--wait",
-    ]);
+    recipe_csv(cli, "nvtx_sum", session, dir)
+}
+
+/// `analysis run <recipe> --session <session> --wait` through the CLI; its CSV (named after
+/// the recipe), downloaded into `dir`.
+fn recipe_csv(cli: &Cli<'_>, recipe: &str, session: &str, dir: &std::path::Path) -> String {
+    let job = cli.json(&["analysis", "run", recipe, "--session", session, "--wait"]);
     assert_eq!(job["status"], "succeeded", "{job}");
     let id = job["id"].as_str().expect("job id").to_owned();
     cli.ok(&[
@@ -856,7 +874,8 @@ fn nvtx_sum_csv(cli: &Cli<'_>, session: &str, dir: &std::path::Path) -> String {
         "-o",
         dir.to_str().expect("path"),
     ]);
-    let csv = find_file(dir, "nvtx-sum.csv").expect("the CSV");
+    let table = format!("{}.csv", recipe.replace('_', "-"));
+    let csv = find_file(dir, &table).unwrap_or_else(|| panic!("no {table} of {recipe}"));
     std::fs::read_to_string(csv).expect("read the CSV")
 }
 
@@ -924,6 +943,89 @@ fn converter_deployment() -> Value {
             },
         },
     })
+}
+
+/// Step 8b: a Pod whose tool config asks for nsys, with nsys from the release's image.
+fn check_nsys_from_the_cluster(
+    c: &cluster::Cluster,
+    ns: &str,
+    cli: &Cli<'_>,
+    out: &std::path::Path,
+) {
+    let pod = "sample-nsys";
+    c.create(
+        &format!("/api/v1/namespaces/{ns}/pods"),
+        &json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": pod, "labels": {"app": "sample-nsys"}},
+            "spec": {"restartPolicy": "Never", "containers": [{
+                "name": "main",
+                "image": format!("nvcr.io/nvidia/devtools/nsight-nvtx-sample:{}", env!("CARGO_PKG_VERSION")),
+                "imagePullPolicy": "Never",
+                "args": ["3"],
+            }]},
+        }),
+    );
+    let (_, injected) = c.request("GET", &format!("/api/v1/namespaces/{ns}/pods/{pod}"), None);
+    let annotations = &injected["metadata"]["annotations"];
+    assert_eq!(
+        annotations["nvidia.com/nsight-injected"], "nsys",
+        "{injected}"
+    );
+    assert_eq!(
+        annotations["nvidia.com/nsight-nsys"],
+        format!(
+            "{} of image {}, copied by init container nsight-nsys",
+            mock_nsys_image::DIR,
+            mock_nsys_image::NAME
+        ),
+        "{injected}"
+    );
+    let log = wait_for(AGENT_WAIT, || {
+        let (_, log) = c.request(
+            "GET",
+            &format!("/api/v1/namespaces/{ns}/pods/{pod}/log?container=main"),
+            None,
+        );
+        let log = log.as_str()?.to_owned();
+        log.contains("launch-mode nsys reports stored")
+            .then_some(log)
+    })
+    .unwrap_or_else(|| panic!("no nsys report stored\n{}", c.describe_namespace(ns)));
+    let (_, copied) = c.request(
+        "GET",
+        &format!("/api/v1/namespaces/{ns}/pods/{pod}/log?container=nsight-nsys"),
+        None,
+    );
+    assert!(
+        copied.as_str().is_some_and(|l| l.contains("copied 2 files")
+            && l.contains("the agent runs /nsight-tools/nsys/2025.3.1/target-linux-x64/nsys")),
+        "{copied}"
+    );
+    // The agent ran the copy, with the tool config's arguments.
+    assert!(
+        log.contains("/nsight-tools/nsys/2025.3.1/target-linux-x64/nsys profile")
+            && log.contains("-t cuda,nvtx --sample=none"),
+        "{log}"
+    );
+    let session = log
+        .split("default/")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .filter(|s| s.starts_with("launch-"))
+        .unwrap_or_else(|| panic!("no launch session in the agent's log:\n{log}"))
+        .to_owned();
+    for ext in [".nsys-rep", ".sqlite"] {
+        assert!(
+            log.contains(&format!("default/{session}/1/nvtx-sample_")) && log.contains(ext),
+            "no {ext} stored: {log}"
+        );
+    }
+    // The stored export is what nsys exported: the recipes read its two kernels.
+    let csv = recipe_csv(cli, "cuda_gpu_kern_sum", &session, out);
+    for kernel in ["reduce_kernel", "vectorized_elementwise_kernel"] {
+        assert!(csv.contains(kernel), "{kernel} not in\n{csv}");
+    }
 }
 
 /// The first file under `dir` whose name ends with `suffix`.

@@ -22,7 +22,7 @@ use serde_json::{json, Value};
 
 const RELEASE: &str = "nsight";
 const NAMESPACE: &str = "nsight-system";
-const CASES: [&str; 10] = [
+const CASES: [&str; 11] = [
     "defaults",
     "tls-apikey",
     "oauth2-inline",
@@ -31,6 +31,7 @@ const CASES: [&str; 10] = [
     "external-s3",
     "persistence",
     "otlp-mirroring",
+    "nsys",
     "multi-tenant",
     "disabled",
 ];
@@ -274,6 +275,22 @@ fn check(case: &str, docs: &[Value]) {
                 proxy["spec"]["collectorRef"], "nsight-operator-otel-collector",
                 "{proxy}"
             );
+        }
+        "nsys" => {
+            // The real webhook binary accepts both (the JSON of each is checked).
+            let args = webhook_args(docs);
+            assert!(
+                has_arg(
+                    &args,
+                    r#"--nsys={"hostPath":"/opt/nvidia/nsight-systems/2025.3.1","image":"","imageDir":"/opt/nvidia/nsight-systems"}"#
+                ),
+                "{args:?}"
+            );
+            let tool = args
+                .iter()
+                .find(|a| a.starts_with("--default-tool-config="))
+                .unwrap();
+            assert!(tool.contains(r#""backend":"nsys""#), "{tool}");
         }
         "disabled" => {
             for kind in ["MutatingWebhookConfiguration", "Role", "Secret"] {

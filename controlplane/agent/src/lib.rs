@@ -24,6 +24,7 @@ pub mod leftovers;
 pub mod mirror;
 pub mod mirror_export;
 pub mod nsys;
+pub mod nsys_install;
 pub mod nsys_run;
 pub mod nvtx;
 pub mod preflight;

@@ -33,10 +33,15 @@ const COMMAND_TIMEOUT: Duration = Duration::from_secs(300);
 /// How long nsys may take to write the report after the target exited.
 const REPORT_WAIT: Duration = Duration::from_secs(120);
 
-/// Finds the nsys executable: `explicit` (`--nsys` / `NSIGHT_NSYS`) if given, else `nsys` on
-/// `path` (`$PATH`). The error says what to do.
+/// Finds the nsys executable: `explicit` (`--nsys` / `NSIGHT_NSYS`) if given (the executable,
+/// or a directory holding an installation: see [`crate::nsys_install::find_under`]), else
+/// `nsys` on `path` (`$PATH`). The error says what to do.
 pub fn locate(explicit: Option<&Path>, path: Option<&OsStr>) -> Result<PathBuf, String> {
     if let Some(p) = explicit {
+        if p.is_dir() {
+            return crate::nsys_install::find_under(p)
+                .map_err(|e| format!("nsys (--nsys / NSIGHT_NSYS): {e}"));
+        }
         return if is_executable(p) {
             Ok(p.to_path_buf())
         } else {

@@ -20,6 +20,7 @@ pub use gateway::{
 };
 pub use profile::{
     InjectionRule, NsightOperatorProfileConfig, NsightOperatorProfileConfigSpec, NsightToolConfig,
+    ProfilerBackend, AGENT_BACKEND_ENV,
 };
 pub use services::{
     NsightAnalysis, NsightAnalysisSpec, NsightCloudUI, NsightCloudUISpec, NsightCoordinator,

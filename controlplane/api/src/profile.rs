@@ -70,12 +70,64 @@ pub struct NsightToolConfig {
     /// Name of an `NsightCloudStorageConfig` in the namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cloud_storage_config_ref: Option<String>,
+    /// The profiler the agent runs the selected processes under (default `auto`). `nsys` runs
+    /// Nsight Systems: the operator's nsys (chart value `nsight-injector.nsys`) when the
+    /// cluster provides one, else `nsys` on the container's PATH.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<ProfilerBackend>,
 }
+
+/// The agent's profiler (its `--backend`, docs/agent.md).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ProfilerBackend {
+    /// NVTX ranges, and GPU activity through CUPTI where the container sees a GPU (built in).
+    #[default]
+    #[serde(rename = "auto")]
+    Auto,
+    /// NVTX ranges only (built in).
+    #[serde(rename = "nvtx")]
+    Nvtx,
+    /// GPU kernels, copies and CUDA API calls through CUPTI (built in).
+    #[serde(rename = "cupti")]
+    Cupti,
+    /// Both built-in recorders.
+    #[serde(rename = "nvtx+cupti")]
+    NvtxCupti,
+    /// NVIDIA Nsight Systems (`nsys`).
+    #[serde(rename = "nsys")]
+    Nsys,
+}
+
+impl ProfilerBackend {
+    /// The agent's spelling (`--backend` / `NSIGHT_AGENT_BACKEND`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Nvtx => "nvtx",
+            Self::Cupti => "cupti",
+            Self::NvtxCupti => "nvtx+cupti",
+            Self::Nsys => "nsys",
+        }
+    }
+}
+
+/// The environment variable the agent reads its backend from.
+pub const AGENT_BACKEND_ENV: &str = "NSIGHT_AGENT_BACKEND";
 
 impl NsightToolConfig {
     /// Coordinator mode unless `coordinator: false`.
     pub fn coordinator_mode(&self) -> bool {
         self.coordinator.unwrap_or(true)
+    }
+
+    /// Whether its processes run under Nsight Systems: `backend: nsys`, or (the older way) its
+    /// `env` setting `NSIGHT_AGENT_BACKEND=nsys`.
+    pub fn wants_nsys(&self) -> bool {
+        self.backend == Some(ProfilerBackend::Nsys)
+            || self
+                .env
+                .iter()
+                .any(|e| e.name == AGENT_BACKEND_ENV && e.value.as_deref() == Some("nsys"))
     }
 }
 

@@ -24,6 +24,7 @@ pub mod events;
 pub mod leader;
 pub mod manager;
 pub mod metrics;
+pub mod nsys_volume;
 pub mod otlp_sidecar;
 pub mod patch;
 pub mod plugins;

@@ -73,6 +73,12 @@ enum Command {
         /// "otlpMirroringEnabled", "duration"}` [default: every process, no arguments].
         #[arg(long, env = "NSIGHT_DEFAULT_TOOL_CONFIG", value_parser = parse_tool_config)]
         default_tool_config: Option<ToolConfigArg>,
+        /// Where Pods whose tool config asks for Nsight Systems (`backend: nsys`) get nsys
+        /// (chart value `nsight-injector.nsys`), as JSON: `{"hostPath": DIR}` (a node directory
+        /// mounted read-only) or `{"image": IMAGE, "imageDir": DIR}` (copied by an init
+        /// container) [default: the container's own PATH].
+        #[arg(long, env = "NSIGHT_NSYS_SOURCE", value_parser = parse_nsys)]
+        nsys: Option<NsysArg>,
         /// A fixed world (namespace labels and NsightOperatorProfileConfigs) as JSON instead of
         /// the API server's: see `world::StaticWorld`. Without it the webhook watches the
         /// cluster (in-cluster or KUBECONFIG), records skip Events and may auto-provision.
@@ -154,6 +160,14 @@ struct ToolConfigArg(Box<nsight_api::NsightToolConfig>);
 
 fn parse_tool_config(text: &str) -> Result<ToolConfigArg, String> {
     nsight_api::chart::InjectorToolConfig::parse_flag(text).map(|c| ToolConfigArg(Box::new(c)))
+}
+
+/// `--nsys`: where nsys comes from, or nowhere (`{}`).
+#[derive(Clone, Debug)]
+struct NsysArg(Option<nsight_api::chart::NsysSource>);
+
+fn parse_nsys(text: &str) -> Result<NsysArg, String> {
+    nsight_api::chart::NsysValues::parse_flag(text).map(NsysArg)
 }
 
 /// `--machine-config`: a setting, or `null` for none.
@@ -432,7 +446,7 @@ async fn run(command: Command) -> Result<()> {
         listen,
         (cert, key, issue),
         (agent_image, otlp_proxy_image, otlp_xds),
-        (coordinator_url, tag, tool),
+        (coordinator_url, tag, tool, nsys),
         world,
         cluster,
     ) = match command {
@@ -471,6 +485,7 @@ async fn run(command: Command) -> Result<()> {
             coordinator_url,
             tag,
             default_tool_config,
+            nsys,
             world,
             worker_threads: _,
             cluster,
@@ -485,7 +500,7 @@ async fn run(command: Command) -> Result<()> {
                     port: otlp_xds_port,
                 }),
             ),
-            (coordinator_url, tag, default_tool_config),
+            (coordinator_url, tag, default_tool_config, nsys),
             world,
             cluster,
         ),
@@ -508,6 +523,7 @@ async fn run(command: Command) -> Result<()> {
         coordinator_url,
         tag,
         otlp_xds,
+        nsys: nsys.and_then(|NsysArg(source)| source),
         ..Settings::default()
     };
     if let Some(image) = agent_image {

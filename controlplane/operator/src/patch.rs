@@ -6,10 +6,11 @@
 //! ```text
 //! init nsight-tools: <source>/nsight-agent init --to <tools> [--wait <coordinator>]
 //!                   (copies nsight-agent, libnsight_hook.so, libnsight_nvtx.so; waits, bounded)
+//! init nsight-nsys (backend nsys from an image, see `nsys_volume`): copies nsys into the tools
 //! init nsight-otlp-proxy (otlpMirroringEnabled, see `otlp_sidecar`): Envoy, restartPolicy Always
 //! container c:      LD_PRELOAD=<tools>/libnsight_hook.so[:previous]  NSIGHT_AGENT_BIN=...
 //!                   NSIGHT_INJECT_INCLUDE/EXCLUDE, mode, coordinator, tag, pod/ns/node/container
-//!                   [NSIGHT_OTLP_MIRROR_ENDPOINT=http://127.0.0.1:4317]
+//!                   [NSIGHT_AGENT_BACKEND] [NSIGHT_NSYS] [NSIGHT_OTLP_MIRROR_ENDPOINT=http://127.0.0.1:4317]
 //! ```
 //!
 //! Pure: the same Pod, tool config and settings always give the same patch.
@@ -24,6 +25,7 @@ use serde_json::{json, Value};
 
 use crate::{
     agent_tls,
+    nsys_volume::{self, Nsys},
     otlp_sidecar::{self, Mirroring},
     render::storage::STORAGE_CONFIG_KEY,
     settings::Settings,
@@ -155,6 +157,7 @@ pub fn patch(
     let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
     let no_spec = PodSpec::default();
     let spec = pod.spec.as_ref().unwrap_or(&no_spec);
+    let nsys = nsys_volume::choose(tool, settings);
 
     let mut volumes = vec![Volume {
         name: TOOLS_VOLUME.into(),
@@ -162,6 +165,7 @@ pub fn patch(
         ..Volume::default()
     }];
     volumes.extend(tool.volumes.iter().cloned());
+    volumes.extend(nsys_volume::volume(&nsys));
     if matches!(storage, ReportStorage::Local { .. }) {
         volumes.push(Volume {
             name: LOCAL_REPORTS_VOLUME.into(),
@@ -195,9 +199,11 @@ pub fn patch(
     }
     append_all(&mut ops, "/spec/volumes", spec.volumes.is_some(), &volumes);
 
-    // First the tools, so that they are in place before anything else starts; then the OTLP
-    // proxy sidecar (started before the app containers, stopped after them).
+    // First the tools, so that they are in place before anything else starts (nsys from an
+    // image is copied with their agent); then the OTLP proxy sidecar (started before the app
+    // containers, stopped after them).
     let mut init = vec![to_value(&init_container(namespace, tool, settings))];
+    init.extend(nsys_volume::init_container(&nsys, settings).map(|c| to_value(&c)));
     if let Mirroring::Proxy(proxy, xds) = mirroring {
         init.push(to_value(&otlp_sidecar::container(
             proxy,
@@ -222,6 +228,7 @@ pub fn patch(
             ..VolumeMount::default()
         }];
         mounts.extend(tool.volume_mounts.iter().cloned());
+        mounts.extend(nsys_volume::mount(&nsys));
         if matches!(storage, ReportStorage::Secret { .. }) {
             mounts.push(VolumeMount {
                 name: STORAGE_VOLUME.into(),
@@ -266,7 +273,7 @@ pub fn patch(
             })),
             _ => env.push(plain("LD_PRELOAD", &hook)),
         }
-        env.extend(agent_env(container, namespace, tool, settings));
+        env.extend(agent_env(container, namespace, tool, settings, &nsys));
         match storage {
             ReportStorage::Secret { .. } => env.push(plain(
                 "NSIGHT_CLOUD_STORAGE_CONFIG_FILE",
@@ -307,6 +314,7 @@ pub fn patch(
         ReportStorage::Unavailable(why) => format!("none: {why}"),
     };
     let mirroring_note = otlp_sidecar::note(mirroring);
+    let nsys_note = nsys_volume::note(&nsys);
     let mut annotations = vec![
         (INJECTED_ANNOTATION, tool.name.as_str()),
         (REASON_ANNOTATION, source),
@@ -314,6 +322,9 @@ pub fn patch(
     ];
     if let Some(note) = &mirroring_note {
         annotations.push((otlp_sidecar::ANNOTATION, note.as_str()));
+    }
+    if let Some(note) = &nsys_note {
+        annotations.push((nsys_volume::ANNOTATION, note.as_str()));
     }
     if pod.metadata.annotations.is_some() {
         for (k, v) in annotations {
@@ -330,12 +341,14 @@ pub fn patch(
     ops
 }
 
-/// The environment the hook and the agent read (names from docs/agent.md).
+/// The environment the hook and the agent read (names from docs/agent.md). The tool config's
+/// own `env` comes last, so that it wins.
 fn agent_env(
     container: &Container,
     namespace: &str,
     tool: &NsightToolConfig,
     settings: &Settings,
+    nsys: &Nsys,
 ) -> Vec<EnvVar> {
     let dir = &settings.tools_dir;
     let mut env = vec![
@@ -364,6 +377,12 @@ fn agent_env(
     env.push(plain("NSIGHT_TAG", &settings.tag));
     if let Some(args) = &tool.nsight_tool_args {
         env.push(plain("NSIGHT_TOOL_ARGS", args));
+    }
+    if let Some(backend) = tool.backend {
+        env.push(plain(nsight_api::AGENT_BACKEND_ENV, backend.as_str()));
+    }
+    if let Some(path) = nsys_volume::nsys_path(nsys, settings) {
+        env.push(plain(nsys_volume::NSYS_ENV, &path));
     }
     env.push(field("NSIGHT_POD_NAME", "metadata.name"));
     env.push(field("NSIGHT_NAMESPACE", "metadata.namespace"));
@@ -728,5 +747,73 @@ mod storage_tests {
         let text = serde_json::to_string(&ops).unwrap();
         assert!(!text.contains("nsight-otlp-proxy") && !text.contains("MIRROR_ENDPOINT"));
         assert!(text.contains("off: no OTLPProxyConfig"), "{text}");
+    }
+
+    #[test]
+    fn an_nsys_pod_gets_the_copy_after_the_tools_and_the_backend_in_every_container() {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "team"},
+            "spec": {"containers": [{"name": "main", "image": "x"}, {"name": "side", "image": "y"}]},
+        }))
+        .unwrap();
+        let nsys_tool = NsightToolConfig {
+            backend: Some(nsight_api::ProfilerBackend::Nsys),
+            nsight_tool_args: Some("-t cuda,nvtx".into()),
+            ..tool(None)
+        };
+        let image = Settings {
+            nsys: Some(nsight_api::chart::NsysSource::Image {
+                image: "registry.example/nsys:2025.3".into(),
+                dir: "/opt/nvidia/nsight-systems".into(),
+            }),
+            ..Settings::default()
+        };
+        let local = ReportStorage::Local {
+            config: "team".into(),
+        };
+        let ops = patch(&pod, &nsys_tool, "label", &image, &local, &Mirroring::Off);
+        let init = &ops
+            .iter()
+            .find(|op| op["path"] == "/spec/initContainers")
+            .unwrap()["value"];
+        assert_eq!(init[0]["name"], TOOLS_INIT_CONTAINER);
+        assert_eq!(init[1]["name"], nsys_volume::INIT_CONTAINER);
+        let text = serde_json::to_string(&ops).unwrap();
+        for env in [
+            r#""NSIGHT_AGENT_BACKEND","value":"nsys""#,
+            r#""NSIGHT_NSYS","value":"/nsight-tools/nsys""#,
+        ] {
+            assert_eq!(
+                text.matches(env).count(),
+                2,
+                "{env} in every container: {text}"
+            );
+        }
+        assert!(
+            text.contains("/opt/nvidia/nsight-systems of image registry.example/nsys:2025.3"),
+            "{text}"
+        );
+
+        // From a node directory: a volume and a read-only mount in each container.
+        let host = Settings {
+            nsys: Some(nsight_api::chart::NsysSource::HostPath(
+                "/opt/nvidia/nsight-systems/2025.3.1".into(),
+            )),
+            ..Settings::default()
+        };
+        let ops = patch(&pod, &nsys_tool, "label", &host, &local, &Mirroring::Off);
+        let text = serde_json::to_string(&ops).unwrap();
+        assert!(text.contains(r#""hostPath":{"path":"/opt/nvidia/nsight-systems/2025.3.1","type":"DirectoryOrCreate"}"#), "{text}");
+        assert_eq!(
+            text.matches(r#""mountPath":"/opt/nsight-nsys""#).count(),
+            2,
+            "{text}"
+        );
+        assert!(!text.contains(nsys_volume::INIT_CONTAINER) || !text.contains("install-nsys"));
+
+        // Not asked for: nothing of nsys, even where the cluster has one.
+        let ops = patch(&pod, &tool(None), "label", &host, &local, &Mirroring::Off);
+        let text = serde_json::to_string(&ops).unwrap();
+        assert!(!text.contains("nsys"), "{text}");
     }
 }

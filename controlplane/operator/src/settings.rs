@@ -1,9 +1,9 @@
 //! What the webhook injects with, fixed at start-up (flags of `nsight-operator webhook`): the
 //! agent image and where it holds the tools, the coordinator, the tag, the cluster-wide
-//! default tool config used for labelled Pods when no NsightOperatorProfileConfig applies, and
-//! the OTLP proxy sidecar's image.
+//! default tool config used for labelled Pods when no NsightOperatorProfileConfig applies, the
+//! OTLP proxy sidecar's image, and where Nsight Systems comes from.
 
-use nsight_api::NsightToolConfig;
+use nsight_api::{chart::NsysSource, NsightToolConfig};
 
 /// Injection settings. Invariant: `tools_dir` is an absolute path (the emptyDir mount point).
 #[derive(Clone, Debug)]
@@ -27,6 +27,9 @@ pub struct Settings {
     /// The ADS server OTLP proxy sidecars fetch their configuration from (the manager's xDS
     /// Service); without it no sidecar is injected, and the Pod's annotation says why.
     pub otlp_xds: Option<XdsServer>,
+    /// Where Pods whose tool config asks for nsys get it (chart value `nsight-injector.nsys`);
+    /// `None`: from their own PATH.
+    pub nsys: Option<NsysSource>,
 }
 
 /// Where an Envoy reaches our ADS server: a DNS name (in a cluster) or an IP, and a port.
@@ -59,6 +62,7 @@ impl Default for Settings {
             )
             .into(),
             otlp_xds: None,
+            nsys: None,
         }
     }
 }

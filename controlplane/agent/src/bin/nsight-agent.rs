@@ -34,6 +34,10 @@ enum Command {
     /// The injected Pod's init container: copy the tools into the shared volume, then wait
     /// (bounded) until the coordinator and storage answer.
     Init(InitArgs),
+    /// The init container that copies Nsight Systems out of the image it runs in into the
+    /// tools volume (the cluster's nsys from an image). Exits 0 even when the copy fails: the
+    /// reason is left for the agent, which then runs programs unprofiled and says why.
+    InstallNsys(InstallNsysArgs),
     /// The trampoline nsys launches: create MARKER, then replace this process with the program
     /// (so the agent knows the program started).
     ExecMarked(ExecMarkedArgs),
@@ -62,6 +66,36 @@ struct InitArgs {
     /// How long to wait for them before letting the workload start anyway.
     #[arg(long, default_value_t = 60)]
     timeout_seconds: u64,
+}
+
+#[derive(Debug, clap::Args)]
+struct InstallNsysArgs {
+    /// The Nsight Systems installation in this image.
+    #[arg(long, value_name = "DIR")]
+    from: PathBuf,
+    /// Where to copy it (in the tools volume).
+    #[arg(long, value_name = "DIR")]
+    to: PathBuf,
+}
+
+/// `install-nsys`: always succeeds; a failure is written where the agent finds it.
+fn install_nsys_command(args: &InstallNsysArgs) {
+    let started = std::time::Instant::now();
+    match nsight_agent::nsys_install::install(&args.from, &args.to) {
+        Ok(done) => eprintln!(
+            "nsight-agent install-nsys: copied {} files ({:.1} MiB) from {} to {} in {:.1} s; \
+             the agent runs {}",
+            done.files,
+            done.bytes as f64 / (1024.0 * 1024.0),
+            args.from.display(),
+            args.to.display(),
+            started.elapsed().as_secs_f64(),
+            done.nsys.display()
+        ),
+        Err(reason) => eprintln!(
+            "nsight-agent install-nsys: {reason}; programs asking for nsys run unprofiled"
+        ),
+    }
 }
 
 /// `init`: exits non-zero only when the tools could not be copied.
@@ -419,6 +453,10 @@ async fn main() {
             let program = args.argv.first().map(String::as_str).unwrap_or_default();
             eprintln!("nsight-agent: cannot start {program}: {err}");
             std::process::exit(127);
+        }
+        Command::InstallNsys(args) => {
+            install_nsys_command(&args);
+            std::process::exit(0);
         }
         Command::Init(args) => match init_command(args) {
             Ok(()) => std::process::exit(0),

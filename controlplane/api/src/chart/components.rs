@@ -92,6 +92,90 @@ pub struct IssuerRef {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Injector {
     pub nsight_tool_config: InjectorToolConfig,
+    /// Where injected Pods whose tool config asks for Nsight Systems (`backend: nsys`) get
+    /// `nsys` from (flag `--nsys` of the webhook).
+    #[serde(default)]
+    pub nsys: NsysValues,
+}
+
+/// `nsight-injector.nsys`: the Nsight Systems installation the cluster provides, from a node
+/// directory or from an image. Neither: a Pod asking for nsys uses `nsys` on its own PATH.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NsysValues {
+    /// A directory on the GPU nodes holding Nsight Systems (e.g.
+    /// `/opt/nvidia/nsight-systems/2025.3.1`), mounted read-only into the Pods.
+    #[serde(default)]
+    pub host_path: String,
+    /// An image holding Nsight Systems under `imageDir`; an init container copies it into
+    /// the Pod's tools volume. It must have glibc (the agent does the copy).
+    #[serde(default)]
+    pub image: String,
+    /// Where `image` holds Nsight Systems.
+    #[serde(default = "default_nsys_image_dir")]
+    pub image_dir: String,
+}
+
+fn default_nsys_image_dir() -> String {
+    "/opt/nvidia/nsight-systems".into()
+}
+
+impl Default for NsysValues {
+    fn default() -> Self {
+        Self {
+            host_path: String::new(),
+            image: String::new(),
+            image_dir: default_nsys_image_dir(),
+        }
+    }
+}
+
+/// Where injected Pods get Nsight Systems from ([`NsysValues`], checked).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NsysSource {
+    /// A directory of every GPU node, mounted read-only.
+    HostPath(String),
+    /// `dir` of `image`, copied into the tools volume by an init container.
+    Image { image: String, dir: String },
+}
+
+impl NsysValues {
+    /// The source these values name, or why they are wrong (both set, a relative path).
+    pub fn source(&self) -> Result<Option<NsysSource>, String> {
+        let host_path = self.host_path.trim();
+        let image = self.image.trim();
+        match (host_path.is_empty(), image.is_empty()) {
+            (true, true) => Ok(None),
+            (false, false) => Err(format!(
+                "nsight-injector.nsys sets both hostPath ({host_path}) and image ({image}): \
+                 give one"
+            )),
+            (false, true) if !host_path.starts_with('/') => Err(format!(
+                "nsight-injector.nsys.hostPath must be an absolute path on the nodes, not {host_path}"
+            )),
+            (false, true) => Ok(Some(NsysSource::HostPath(host_path.to_owned()))),
+            (true, false) if !self.image_dir.starts_with('/') => Err(format!(
+                "nsight-injector.nsys.imageDir must be an absolute path in {image}, not {}",
+                self.image_dir
+            )),
+            (true, false) => Ok(Some(NsysSource::Image {
+                image: image.to_owned(),
+                dir: self.image_dir.trim_end_matches('/').to_owned(),
+            })),
+        }
+    }
+
+    /// Parses the webhook's `--nsys` value (JSON of this type).
+    pub fn parse_flag(text: &str) -> Result<Option<NsysSource>, String> {
+        serde_json::from_str::<Self>(text)
+            .map_err(|e| {
+                format!(
+                    "--nsys must be the JSON of nsight-injector.nsys ({{\"hostPath\", \"image\", \
+                     \"imageDir\"}}): {e}"
+                )
+            })?
+            .source()
+    }
 }
 
 /// The cluster-wide default tool config (flag `--default-tool-config` of the webhook).
@@ -115,6 +199,9 @@ pub struct InjectorToolConfig {
     /// Seconds of collection (`--duration`); 0: until stopped or the process ends.
     #[serde(default)]
     pub duration: u32,
+    /// The agent's profiler (`auto`, `nvtx`, `cupti`, `nvtx+cupti`, `nsys`).
+    #[serde(default)]
+    pub backend: crate::ProfilerBackend,
 }
 
 fn yes() -> bool {
@@ -138,6 +225,7 @@ impl InjectorToolConfig {
             injection_exclude_patterns: self.injection_exclude_patterns.clone(),
             coordinator: Some(self.coordinator),
             otlp_mirroring_enabled: Some(self.otlp_mirroring_enabled),
+            backend: (self.backend != crate::ProfilerBackend::Auto).then_some(self.backend),
             ..NsightToolConfig::default()
         }
     }
@@ -151,7 +239,7 @@ impl InjectorToolConfig {
                     "--default-tool-config must be the JSON of nsight-injector.nsightToolConfig \
                      ({{\"nsightToolArgs\", \"injectionIncludePatterns\", \
                      \"injectionExcludePatterns\", \"coordinator\", \"otlpMirroringEnabled\", \
-                     \"duration\"}}): {e}"
+                     \"duration\", \"backend\"}}): {e}"
                 )
             })
     }
@@ -263,4 +351,82 @@ pub struct StreamerLaunchValues {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OtlpProxyValues {
     pub enabled: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nsys(host_path: &str, image: &str, image_dir: &str) -> NsysValues {
+        NsysValues {
+            host_path: host_path.into(),
+            image: image.into(),
+            image_dir: image_dir.into(),
+        }
+    }
+
+    #[test]
+    fn nsys_values_name_one_source_or_say_what_is_wrong() {
+        assert_eq!(NsysValues::default().source(), Ok(None));
+        assert_eq!(
+            nsys("/opt/nvidia/nsight-systems/2025.3.1", "", "/x").source(),
+            Ok(Some(NsysSource::HostPath(
+                "/opt/nvidia/nsight-systems/2025.3.1".into()
+            )))
+        );
+        assert_eq!(
+            nsys(
+                "",
+                "registry.example/nsys:2025.3",
+                "/opt/nvidia/nsight-systems/"
+            )
+            .source(),
+            Ok(Some(NsysSource::Image {
+                image: "registry.example/nsys:2025.3".into(),
+                dir: "/opt/nvidia/nsight-systems".into(),
+            }))
+        );
+        let both = nsys("/opt/nsys", "nsys:1", "/opt").source().unwrap_err();
+        assert!(
+            both.contains("both hostPath") && both.contains("give one"),
+            "{both}"
+        );
+        let relative = nsys("opt/nsys", "", "/opt").source().unwrap_err();
+        assert!(
+            relative.contains("absolute path on the nodes"),
+            "{relative}"
+        );
+        let relative = nsys("", "nsys:1", "nsys").source().unwrap_err();
+        assert!(
+            relative.contains("imageDir must be an absolute path"),
+            "{relative}"
+        );
+    }
+
+    #[test]
+    fn the_nsys_flag_is_the_values_json_with_defaults() {
+        assert_eq!(
+            NsysValues::parse_flag(r#"{"image": "nsys:1"}"#),
+            Ok(Some(NsysSource::Image {
+                image: "nsys:1".into(),
+                dir: "/opt/nvidia/nsight-systems".into(),
+            }))
+        );
+        assert_eq!(NsysValues::parse_flag(r#"{"hostPath": ""}"#), Ok(None));
+        let typo = NsysValues::parse_flag(r#"{"hostpath": "/opt"}"#).unwrap_err();
+        assert!(
+            typo.contains("--nsys must be the JSON") && typo.contains("hostpath"),
+            "{typo}"
+        );
+    }
+
+    #[test]
+    fn the_default_tool_config_carries_its_backend() {
+        let tool = InjectorToolConfig::parse_flag(r#"{"backend": "nsys"}"#).unwrap();
+        assert_eq!(tool.backend, Some(crate::ProfilerBackend::Nsys));
+        assert!(tool.wants_nsys());
+        let tool = InjectorToolConfig::parse_flag("{}").unwrap();
+        assert_eq!(tool.backend, None);
+        assert!(!tool.wants_nsys());
+    }
 }

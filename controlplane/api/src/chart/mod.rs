@@ -22,8 +22,9 @@ use serde::{Deserialize, Serialize};
 
 pub use components::{
     CertManager, CloudStorage, Component, Coordinator, FailurePolicy, Injector, InjectorToolConfig,
-    IssuerRef, Manager, MinioValues, MultiTenant, NameRef, OtelCollectorValues, OtlpProxyValues,
-    PersistenceValues, StreamerLaunchValues, TenantOperatorValues, Webhook,
+    IssuerRef, Manager, MinioValues, MultiTenant, NameRef, NsysSource, NsysValues,
+    OtelCollectorValues, OtlpProxyValues, PersistenceValues, StreamerLaunchValues,
+    TenantOperatorValues, Webhook,
 };
 pub use gateway::{
     GatewayApiKey, GatewayAuthentication, GatewayJwt, GatewayOAuth2, GatewayRouting,
