@@ -6,15 +6,19 @@
 //! ```text
 //!  MEMCPY m ⋈ RUNTIME r (correlationId, NVIDIA's join) ⋈ StringIds s ─ rule's condition ─>
 //!      Copy rows ─ longest first, --rows ─> Duration, Start, kinds, MB, PID, device, ..., API
+//!      (every row found) ─ total time per API and memory kinds ─> bar chart
 //! ```
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::{
     memops::{memory_kind_labels, MEMCPY_TABLE},
-    round_half_away, time_value, Args, Column, ColumnKind, Output, Schema, Table, TimeUnit, Value,
-    Window, BYTES_PER_MB,
+    round_half_away, svg, time_value, Args, Column, ColumnKind, Figure, Output, Schema, Table,
+    TimeUnit, Value, Window, BYTES_PER_MB,
 };
+
+/// At most this many bars in [`time_by_api_figure`].
+const FIGURE_BARS: usize = 20;
 
 const RUNTIME: &str = "CUPTI_ACTIVITY_KIND_RUNTIME";
 
@@ -160,6 +164,50 @@ pub fn longest_first(copies: &mut Vec<Copy>, limit: Option<usize>, out: &mut Out
         ));
     }
     found
+}
+
+/// Where the copies' time went: their total duration (in `unit`) per API and source and
+/// destination memory kinds, largest first (ties by name), at most [`FIGURE_BARS`] bars, as the
+/// bar chart `name`; labels read `<API>: <src kind> to <dst kind>`. None without copies. Give
+/// it every copy found, before a row limit.
+pub fn time_by_api_figure(
+    schema: &Schema<'_>,
+    name: &str,
+    copies: &[Copy],
+    unit: TimeUnit,
+) -> Result<Option<Figure>, String> {
+    if copies.is_empty() {
+        return Ok(None);
+    }
+    let labels: HashMap<i64, String> = memory_kind_labels(schema)?;
+    let kind = |k: Option<i64>| {
+        k.and_then(|k| labels.get(&k))
+            .map_or("unknown", String::as_str)
+    };
+    let mut totals: BTreeMap<String, i64> = BTreeMap::new();
+    for c in copies {
+        let label = format!("{}: {} to {}", c.api, kind(c.src), kind(c.dst));
+        *totals.entry(label).or_default() += c.duration;
+    }
+    let groups = totals.len();
+    let mut bars: Vec<(String, i64)> = totals.into_iter().collect();
+    bars.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let bars: Vec<(String, f64)> = bars
+        .into_iter()
+        .take(FIGURE_BARS)
+        .map(|(label, total)| (label, total as f64 / unit.nanos()))
+        .collect();
+    Ok(Some(svg::bar_chart(
+        name,
+        &format!(
+            "Copy time by API and memory kinds ({} of {groups} groups, {} copies)",
+            bars.len(),
+            copies.len()
+        ),
+        "API: source to destination memory kind",
+        &format!("Total duration ({})", unit.suffix()),
+        &bars,
+    )))
 }
 
 /// The table `name` of `copies`: Duration, Start (in `unit`), Src Kind, Dst Kind (labels of

@@ -114,7 +114,52 @@ fn check(report: &Path, args: &[(&str, &str)], window: (i64, i64), rows: Option<
     }
     let advice = out.notes.iter().any(|n| n.contains("use PINNED memory"));
     assert_eq!(advice, !all.is_empty(), "{at}: {:?}", out.notes);
+    check_time_figure(&out, &all, unit, &at);
     all.len()
+}
+
+/// The copies' bar chart: one bar per API and memory kinds (at most 20, largest first), each
+/// the total duration of the oracle's copies of that group, from every copy (not only the
+/// listed rows); no figure without copies.
+pub fn check_time_figure(
+    out: &nsight_analysis::RecipeOutput,
+    all: &[Map<String, Json>],
+    unit: f64,
+    at: &str,
+) {
+    if all.is_empty() {
+        assert!(out.figures.is_empty(), "{at}: {:?}", out.figures);
+        return;
+    }
+    let mut totals = std::collections::BTreeMap::<String, i64>::new();
+    for o in all {
+        let label = format!(
+            "{}: {} to {}",
+            o["api"].as_str().unwrap(),
+            o["src"].as_str().unwrap_or("unknown"),
+            o["dst"].as_str().unwrap_or("unknown")
+        );
+        *totals.entry(label).or_default() += o["dur"].as_i64().unwrap();
+    }
+    let mut want: Vec<(String, i64)> = totals.into_iter().collect();
+    want.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    want.truncate(20);
+    assert_eq!(out.figures.len(), 1, "{at}");
+    let bars: Vec<(String, f64)> = out.figures[0]
+        .svg
+        .split("<title>")
+        .skip(1)
+        .map(|t| {
+            let title = t.split("</title>").next().unwrap();
+            let (label, value) = title.rsplit_once(": ").unwrap();
+            (label.to_owned(), value.parse().unwrap())
+        })
+        .collect();
+    let want: Vec<(String, f64)> = want
+        .into_iter()
+        .map(|(label, ns)| (label, ns as f64 / unit))
+        .collect();
+    assert_eq!(bars, want, "{at}: the figure's bars");
 }
 
 #[test]

@@ -12,7 +12,7 @@ use super::{
         oracle::{run, ALL},
         reports, short, testdata_dir,
     },
-    memcpy_async::{expected, oracle_rows, same},
+    memcpy_async::{check_time_figure, expected, oracle_rows, same},
 };
 
 const ORACLE: &str = include_str!("cuda_memcpy_sync.sql");
@@ -47,6 +47,7 @@ fn check(report: &Path, args: &[(&str, &str)], rows: Option<usize>) -> usize {
         .iter()
         .any(|n| n.contains("cudaMemcpy*Async() APIs instead"));
     assert_eq!(advice, !all.is_empty(), "{at}: {:?}", out.notes);
+    check_time_figure(&out, &all, 1.0, &at);
     all.len()
 }
 

@@ -158,8 +158,45 @@ fn um_sum_matches_the_oracle_on_an_export_with_unified_memory() {
             .iter()
             .any(|n| n.starts_with(&format!("{total} addresses")));
         assert_eq!(cut, rows < total, "{args:?}: {:?}", out.notes);
+        check_migrated_figure(&report, &out);
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The figure: the (at most 20) addresses whose Unified Memory copies moved the most bytes,
+/// from every address whatever `--rows`, summed here with SQL.
+fn check_migrated_figure(report: &Path, out: &nsight_analysis::RecipeOutput) {
+    let want = sqlite3_json(
+        report,
+        "SELECT virtualAddress AS address, sum(bytes) AS bytes FROM CUPTI_ACTIVITY_KIND_MEMCPY \
+         WHERE copyKind IN (11, 12) AND virtualAddress IS NOT NULL \
+         GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 20",
+    );
+    assert!(!want.is_empty());
+    assert_eq!(out.figures.len(), 1);
+    let bars: Vec<(String, f64)> = out.figures[0]
+        .svg
+        .split("<title>")
+        .skip(1)
+        .map(|t| {
+            let (label, value) = t
+                .split("</title>")
+                .next()
+                .unwrap()
+                .rsplit_once(": ")
+                .unwrap();
+            (label.to_owned(), value.parse().unwrap())
+        })
+        .collect();
+    assert_eq!(bars.len(), want.len());
+    for ((label, mb), w) in bars.iter().zip(&want) {
+        assert_eq!(*label, format!("{:#x}", w["address"].as_i64().unwrap()));
+        let bytes = w["bytes"].as_i64().unwrap() as f64;
+        assert!(
+            (mb - bytes / 1e6).abs() < 0.0006,
+            "{label}: {mb} MB, {bytes} bytes"
+        );
+    }
 }
 
 #[test]

@@ -10,7 +10,7 @@
 //! `ENUM_CUDA_MEM_KIND` (nsys's numbering, 0 = Pageable), else from the same labels built in.
 
 use nsight_recipe_sdk::{
-    copies::{copies_table, longest_first, read_copies, row_limit},
+    copies::{copies_table, longest_first, read_copies, row_limit, time_by_api_figure},
     time_window, Args, Output, Report, Schema, FILTER_ARGS, STATS_ARGUMENTS,
 };
 
@@ -67,6 +67,7 @@ fn memcpy_async(report: &dyn Report, args: &[(String, String)]) -> Result<Output
          AND s.value LIKE 'cudaMemcpy%Async%'"
     );
     let mut copies = read_copies(&schema, &condition, &window, &mut out)?;
+    let figure = time_by_api_figure(&schema, "cuda_memcpy_async_time", &copies, unit)?;
     let found = longest_first(&mut copies, limit, &mut out);
     out.note(if found > 0 {
         "The APIs listed use PAGEABLE memory, which makes asynchronous CUDA memcpy operations \
@@ -76,5 +77,6 @@ fn memcpy_async(report: &dyn Report, args: &[(String, String)]) -> Result<Output
         "There were no problems detected related to memcpy operations using pageable memory."
     });
     out.tables.push(copies_table(&schema, NAME, copies, unit)?);
+    out.figures.extend(figure);
     Ok(out)
 }

@@ -12,7 +12,7 @@
 //! conditions below are ours, written from that sentence (docs/recipes.md).
 
 use nsight_recipe_sdk::{
-    copies::{copies_table, longest_first, read_copies, row_limit},
+    copies::{copies_table, longest_first, read_copies, row_limit, time_by_api_figure},
     time_window, Args, Output, Report, Schema, FILTER_ARGS, STATS_ARGUMENTS,
 };
 
@@ -83,6 +83,7 @@ fn memcpy_sync(report: &dyn Report, args: &[(String, String)]) -> Result<Output,
          AND NOT (m.copyKind = {HTOD} AND m.bytes <= {SMALL_HTOD_BYTES})"
     );
     let mut copies = read_copies(&schema, &condition, &window, &mut out)?;
+    let figure = time_by_api_figure(&schema, "cuda_memcpy_sync_time", &copies, unit)?;
     let found = longest_first(&mut copies, limit, &mut out);
     out.note(if found > 0 {
         "The copies listed are synchronous memory transfers that block the host (host to \
@@ -92,5 +93,6 @@ fn memcpy_sync(report: &dyn Report, args: &[(String, String)]) -> Result<Output,
         "There were no problems detected related to synchronous memcpy operations."
     });
     out.tables.push(copies_table(&schema, NAME, copies, unit)?);
+    out.figures.extend(figure);
     Ok(out)
 }

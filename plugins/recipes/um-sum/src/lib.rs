@@ -7,14 +7,16 @@
 //!  CUDA_UM_GPU_PAGE_FAULT_EVENTS (sum numberOfPageFaults) ─┼─ by address ─> rows by throughput
 //!  MEMCPY copyKind 11 (HtoD) / 12 (DtoH) (bytes, time) ─┘
 //! ```
+//! A bar chart shows the addresses that migrated the most (HtoD + DtoH, in MB), up to 20, from
+//! every address (not only the listed rows).
 //! Throughput is NVIDIA's `(HtoD + DtoH bytes) * (1000000000 / (HtoD + DtoH time))`, the
 //! division an integer one, shown in MB/s; sizes in MB; both rounded to three decimals.
 
 use std::collections::BTreeMap;
 
 use nsight_recipe_sdk::{
-    memops::MEMCPY_TABLE, round_half_away, Args, Column, ColumnKind, Output, Report, Schema, Table,
-    Value, BYTES_PER_MB,
+    memops::MEMCPY_TABLE, round_half_away, svg, Args, Column, ColumnKind, Figure, Output, Report,
+    Schema, Table, Value, BYTES_PER_MB,
 };
 
 nsight_recipe_sdk::recipe_component!(UmSum);
@@ -29,6 +31,8 @@ const UM_HTOD: i64 = 11;
 const UM_DTOH: i64 = 12;
 /// NVIDIA's default row limit.
 const DEFAULT_ROWS: usize = 10;
+/// At most this many addresses in the figure.
+const FIGURE_BARS: usize = 20;
 
 struct UmSum;
 
@@ -173,6 +177,7 @@ fn um_sum(report: &dyn Report, args: &[(String, String)]) -> Result<Output, Stri
     }
     // NVIDIA's ORDER BY 6 DESC (throughput; none last), then the address.
     let mut rows: Vec<(i64, Address)> = addresses.into_iter().collect();
+    out.figures.extend(migrated_figure(&rows));
     rows.sort_by(|(a, x), (b, y)| y.throughput().cmp(&x.throughput()).then(a.cmp(b)));
     let found = rows.len();
     if let Some(limit) = limit.filter(|&l| l < found) {
@@ -183,6 +188,44 @@ fn um_sum(report: &dyn Report, args: &[(String, String)]) -> Result<Output, Stri
     }
     out.tables.push(table(rows));
     Ok(out)
+}
+
+/// The addresses that migrated the most bytes (both ways), most first (ties by address), as a
+/// bar chart in MB; none without migrations.
+fn migrated_figure(rows: &[(i64, Address)]) -> Option<Figure> {
+    let mut migrated: Vec<(i64, i64)> = rows
+        .iter()
+        .filter(|(_, a)| a.htod.is_some() || a.dtoh.is_some())
+        .map(|(address, a)| {
+            let bytes = a.htod.map_or(0, |(b, _)| b) + a.dtoh.map_or(0, |(b, _)| b);
+            (*address, bytes)
+        })
+        .collect();
+    if migrated.is_empty() {
+        return None;
+    }
+    migrated.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let total = migrated.len();
+    let bars: Vec<(String, f64)> = migrated
+        .into_iter()
+        .take(FIGURE_BARS)
+        .map(|(address, bytes)| {
+            (
+                format!("{address:#x}"),
+                round_half_away(bytes as f64 / BYTES_PER_MB, 3),
+            )
+        })
+        .collect();
+    Some(svg::bar_chart(
+        "um_sum_migrated",
+        &format!(
+            "Unified Memory migrated (HtoD + DtoH), {} of {total} addresses",
+            bars.len()
+        ),
+        "virtual address",
+        "migrated (MB)",
+        &bars,
+    ))
 }
 
 fn table(rows: Vec<(i64, Address)>) -> Table {
