@@ -110,6 +110,63 @@ fn cuda_api_gpu_sum_matches_the_oracle_on_every_report() {
     assert_eq!(check_every_report(&API_GPU, &[], 1.0), reports().len());
 }
 
+/// Its bar chart: the 20 largest `Total Time` rows of its table (which the oracle checks),
+/// largest first, ties by category and operation, labelled `<Category>: <Operation>`.
+#[test]
+fn cuda_api_gpu_sum_charts_its_largest_totals() {
+    use nsight_analysis::Value;
+    let mut charted = 0;
+    for report in reports() {
+        let out = run("cuda_api_gpu_sum", &report, &[]);
+        let table = &out.tables[0];
+        let at = common::short(&report);
+        if table.rows.is_empty() {
+            assert!(out.figures.is_empty(), "{at}");
+            continue;
+        }
+        let column = |name: &str| table.columns.iter().position(|c| c.name == name).unwrap();
+        let (total, category, operation) = (
+            column("Total Time (ns)"),
+            column("Category"),
+            column("Operation"),
+        );
+        let mut want: Vec<(String, i64)> = table
+            .rows
+            .iter()
+            .map(|r| match (&r[total], &r[category], &r[operation]) {
+                (Value::Int(t), Value::Text(c), Value::Text(o)) => (format!("{c}: {o}"), *t),
+                other => panic!("{at}: {other:?}"),
+            })
+            .collect();
+        want.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        want.truncate(20);
+        let bars: Vec<(String, f64)> = out.figures[0]
+            .svg
+            .split("<title>")
+            .skip(1)
+            .map(|t| {
+                let (label, value) = t
+                    .split("</title>")
+                    .next()
+                    .unwrap()
+                    .rsplit_once(": ")
+                    .unwrap();
+                let label = label
+                    .replace("&lt;", "<")
+                    .replace("&gt;", ">")
+                    .replace("&quot;", "\"")
+                    .replace("&apos;", "'")
+                    .replace("&amp;", "&");
+                (label, value.parse().unwrap())
+            })
+            .collect();
+        let want: Vec<(String, f64)> = want.into_iter().map(|(l, t)| (l, t as f64)).collect();
+        assert_eq!(bars, want, "{at}");
+        charted += 1;
+    }
+    assert!(charted >= 10, "{charted}");
+}
+
 #[test]
 fn osrt_sum_matches_the_oracle_on_every_report() {
     // Only the three sampled_callchains reports traced the OS runtime.

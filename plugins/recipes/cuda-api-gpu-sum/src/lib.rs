@@ -8,13 +8,15 @@
 //!  MEMCPY / MEMSET (memops names)                -> MEMORY_OPER ─┘
 //! ```
 //! Statistics, rounding and Time (%) as every summary (docs/recipes.md); Time (%) is a share of
-//! all the rows listed, calls and GPU work together.
+//! all the rows listed, calls and GPU work together. A bar chart puts the 20 largest totals of
+//! the three categories side by side.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use nsight_recipe_sdk::{
-    memops::memory_operations, string_values, strip_api_version, summary_table, time_window, Args,
-    Group, Output, Report, Schema, SummarySpec, Ties, Value, Window, FILTER_ARGS, STATS_ARGUMENTS,
+    memops::memory_operations, string_values, strip_api_version, summary_table, svg, time_window,
+    Args, Figure, Group, Output, Report, Schema, SummarySpec, Ties, TimeUnit, Value, Window,
+    FILTER_ARGS, STATS_ARGUMENTS,
 };
 
 nsight_recipe_sdk::recipe_component!(CudaApiGpuSum);
@@ -26,6 +28,8 @@ const RUNTIME: &str = "CUPTI_ACTIVITY_KIND_RUNTIME";
 const KERNEL: &str = "CUPTI_ACTIVITY_KIND_KERNEL";
 /// Event class of CUDA backtrace rows (older exports): copies of calls, not calls.
 const BACKTRACE_CLASS: i64 = 67;
+/// At most this many bars in the figure.
+const FIGURE_BARS: usize = 20;
 
 struct CudaApiGpuSum;
 
@@ -124,6 +128,7 @@ fn api_gpu_sum(report: &dyn Report, args: &[(String, String)]) -> Result<Output,
             }
         }
     }
+    out.figures.extend(figure(&groups, spec.unit));
     let groups: Vec<Group> = groups
         .into_iter()
         .map(|((category, name), durations)| Group {
@@ -134,6 +139,37 @@ fn api_gpu_sum(report: &dyn Report, args: &[(String, String)]) -> Result<Output,
         .collect();
     out.tables.push(summary_table(&spec, groups));
     Ok(out)
+}
+
+/// The largest total times, API calls and GPU work on one scale: `<category>: <name>`, largest
+/// first (ties by category and name); none without rows.
+fn figure(groups: &Groups, unit: TimeUnit) -> Option<Figure> {
+    if groups.is_empty() {
+        return None;
+    }
+    let mut totals: Vec<(String, i64)> = groups
+        .iter()
+        .map(|((category, name), durations)| {
+            (format!("{category}: {name}"), durations.iter().sum())
+        })
+        .collect();
+    totals.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let bars: Vec<(String, f64)> = totals
+        .iter()
+        .take(FIGURE_BARS)
+        .map(|(label, total)| (label.clone(), *total as f64 / unit.nanos()))
+        .collect();
+    Some(svg::bar_chart(
+        "cuda_api_gpu_sum_total",
+        &format!(
+            "Total time, the {} largest of {} API calls, kernels and memory operations",
+            bars.len(),
+            totals.len()
+        ),
+        "category: operation",
+        &format!("Total time ({})", unit.suffix()),
+        &bars,
+    ))
 }
 
 /// Reads `(id, duration)` rows of `sql` into durations by id.
