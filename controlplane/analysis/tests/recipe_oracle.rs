@@ -119,7 +119,7 @@ fn cuda_api_gpu_sum_charts_its_largest_totals() {
     for report in reports() {
         let out = run("cuda_api_gpu_sum", &report, &[]);
         let table = &out.tables[0];
-        let at = common::short(&report);
+        let at = short(&report);
         if table.rows.is_empty() {
             assert!(out.figures.is_empty(), "{at}");
             continue;
