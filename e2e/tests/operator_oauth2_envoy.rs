@@ -9,6 +9,8 @@
 //! CA): the filter cannot load the discovery document (Envoy answers its call 503) and requests
 //! get 503. Then `ca.crt` is added: discovery and JWKS load over TLS, a browser is redirected to
 //! the issuer with the derived redirect URI, a bearer token of the issuer and the API key pass.
+//! With the UI public at `/`, the filter still answers its own paths: the sign-in entry point
+//! the UI links to redirects to the issuer, and the callback is never the UI's.
 
 #![allow(clippy::unwrap_used, clippy::panic, reason = "tests")]
 
@@ -136,6 +138,7 @@ fn operator_built_oauth2_gateway_reaches_its_issuer_over_tls() {
     let issuer = format!("https://localhost:{idp_port}");
     let responder = idp_responder(issuer.clone(), keys.jwks());
     let coordinator = named_upstream("coordinator");
+    let ui = named_upstream("ui");
 
     let gateway: NsightGateway = serde_json::from_value(json!({
         "apiVersion": "nvidia.com/v1alpha1", "kind": "NsightGateway",
@@ -147,14 +150,21 @@ fn operator_built_oauth2_gateway_reaches_its_issuer_over_tls() {
                                 "audiences": ["nsight-cloud"], "identityClaim": "groups"},
                      "apikey": {"enabled": true, "key": API_KEY}}}}))
     .unwrap();
-    let services: Vec<Service> = vec![serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": "coord", "namespace": "team",
-                     "labels": {"app.kubernetes.io/component": "coordinator",
-                                "app.kubernetes.io/managed-by": "nsight-operator"}},
-        "spec": {"type": "ExternalName", "externalName": "127.0.0.1",
-                 "ports": [{"name": "http", "port": coordinator.port()}]}}))
-    .unwrap()];
+    let service = |name: &str, component: &str, port: u16| -> Service {
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": name, "namespace": "team",
+                         "labels": {"app.kubernetes.io/component": component,
+                                    "app.kubernetes.io/managed-by": "nsight-operator"}},
+            "spec": {"type": "ExternalName", "externalName": "127.0.0.1",
+                     "ports": [{"name": "http", "port": port}]}}))
+        .unwrap()
+    };
+    // The UI is served at `/` without auth, as the operator routes it.
+    let services = vec![
+        service("coord", "coordinator", coordinator.port()),
+        service("ui", "cloud-ui", ui.port()),
+    ];
     let settings = XdsSettings {
         wasm_path: wasm_artifact("nsight_auth_filter.wasm"),
         listen_address: "127.0.0.1".into(),
@@ -262,6 +272,32 @@ fn operator_built_oauth2_gateway_reaches_its_issuer_over_tls() {
     );
     assert!(location.contains("client_id=nsight-web"), "{location}");
     assert!(gw.envoy_log().contains("loaded the OpenID configuration"));
+
+    // The UI is public; the filter's own paths are not the UI's: the sign-in entry point the
+    // UI links to goes to the issuer (to come back to the UI's view), and the callback is
+    // answered by the filter, not by the UI.
+    let page = browser.get(&format!("{base}/?tab=jobs")).unwrap();
+    assert_eq!(
+        (page.status, page.body.as_str()),
+        (200, "ui /?tab=jobs"),
+        "{page:?}"
+    );
+    let signin = browser
+        .get(&format!("{base}/oauth2/signin?to=%2F%3Ftab%3Djobs"))
+        .unwrap();
+    assert_eq!(signin.status, 302, "{signin:?}");
+    let to_issuer = signin.location.clone().unwrap();
+    assert!(
+        to_issuer.starts_with(&format!("{issuer}/auth?")),
+        "{to_issuer}"
+    );
+    let callback_page = browser
+        .get(&format!("{base}/oauth2/callback?code=c&state=s"))
+        .unwrap();
+    assert!(
+        (400..500).contains(&callback_page.status) && !callback_page.body.starts_with("ui "),
+        "the filter answers its callback: {callback_page:?}"
+    );
 
     // A bearer token of the issuer (identity from the `groups` claim) and the API key pass.
     let now = SystemTime::now()

@@ -114,6 +114,15 @@ impl AuthFilter {
         }
     }
 
+    /// Whether the filter signs browsers in itself (OAuth2: it answers its own callback,
+    /// sign-in and logout paths under [`nsight_contracts::routes::OAUTH2`]).
+    pub fn signs_in(&self) -> bool {
+        serde_json::from_str::<serde_json::Value>(&self.config_json)
+            .ok()
+            .and_then(|v| v.get("mode")?.as_str().map(str::to_owned))
+            .is_some_and(|mode| mode == "oauth2")
+    }
+
     fn request_only(&self) -> bool {
         serde_json::from_str::<serde_json::Value>(&self.config_json)
             .ok()

@@ -146,6 +146,26 @@ fn https_gateway_with_oauth2_and_tls_upstreams() {
     check("oauth2_tls_upstreams", &oauth2_gateway());
 }
 
+/// The UI is public at `/`, which would also take the filter's own paths: `/oauth2/` goes to
+/// the same upstream behind the filter, before it. Not in API-key mode (no such paths).
+#[test]
+fn oauth2_paths_stay_behind_the_filter_where_the_ui_is_public() {
+    let yaml = to_yaml(&translate(&oauth2_gateway()).unwrap()).unwrap();
+    let oauth2 = yaml.find("name: /oauth2/\n").expect("an /oauth2/ route");
+    let ui = yaml.find("name: /\n").expect("the UI route");
+    assert!(oauth2 < ui, "{yaml}");
+    let own = &yaml[oauth2..ui];
+    assert!(!own.contains("disabled: true"), "{own}");
+    assert!(own.contains("cluster: ui"), "{own}");
+    assert!(yaml[ui..].contains("disabled: true"), "the UI stays public");
+    let api_key = local()
+        .auth(nsight_gateway::ir::AuthFilter::api_key("/f.wasm", &["k"]))
+        .build()
+        .unwrap();
+    let yaml = to_yaml(&translate(&api_key).unwrap()).unwrap();
+    assert!(!yaml.contains("/oauth2/"), "{yaml}");
+}
+
 #[test]
 fn oauth2_secrets_never_reach_the_rendering() {
     let ir = oauth2_gateway();

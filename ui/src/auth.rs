@@ -1,6 +1,8 @@
 //! Credentials the UI itself holds: an API key the user typed when the gateway answered 401,
 //! kept in the tab's session storage (gone when the tab closes; never in the URL or a log).
-//! With OAuth2 the gateway's session cookie does the work and no key is asked for.
+//! With OAuth2 the gateway's session cookie does the work and no key is asked for; where the
+//! gateway answers a redirect instead (no session yet), the prompt links to its sign-in entry
+//! point, which comes back to the same view.
 //!
 //! ```text
 //!  api::send ── 401 ──> auth::needed() ──> <KeyPrompt> ── save ──> sessionStorage["nsight-api-key"]
@@ -11,15 +13,16 @@ use std::cell::Cell;
 
 use leptos::prelude::*;
 
-use crate::app::Shared;
+use crate::{app::Shared, route::View};
 
 const STORAGE_KEY: &str = "nsight-api-key";
 
-/// A protected `GET` of the coordinator: opened in the tab, an OAuth2 gateway signs the user in
-/// (and sets its session cookie) before answering it. The UI's own route is public, so it cannot
-/// start the sign-in itself.
-fn sign_in_path() -> String {
-    format!("{}/status", nsight_contracts::routes::COORDINATOR_V1)
+/// The OAuth2 gateway's sign-in entry point, coming back to `view` once signed in (the
+/// session cookie then goes with every request). The UI's own route is public, so the page
+/// cannot start the sign-in by asking for itself.
+fn sign_in_path(view: &View) -> String {
+    let back = String::from(js_sys::encode_uri_component(&view.query()));
+    format!("{}?to={back}", nsight_contracts::routes::OAUTH2_SIGNIN)
 }
 
 thread_local! {
@@ -92,7 +95,7 @@ pub fn KeyPrompt(shared: Shared) -> impl IntoView {
                     prop:value=move || key.get()
                     on:input=move |ev| key.set(event_target_value(&ev))/>
                 <button type="submit" data-testid="api-key-save">"Use this key"</button>
-                <a href=sign_in_path() data-testid="sign-in">"Sign in through the gateway (OAuth2), then come back to this page"</a>
+                <a href=move || sign_in_path(&shared.view.get()) data-testid="sign-in">"Sign in through the gateway (OAuth2)"</a>
             </form>
         </Show>
     }

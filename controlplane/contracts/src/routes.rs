@@ -36,6 +36,13 @@ pub const STREAMERS: &str = "/streamers/";
 /// key follows.
 pub const STORAGE_OBJECTS: &str = "/storage/v1/objects/";
 
+/// Where an OAuth2 gateway's auth filter answers itself (callback, sign-in, logout): the
+/// gateway keeps this prefix behind the filter even where the UI is served at `/` without it.
+pub const OAUTH2: &str = "/oauth2/";
+/// The sign-in entry point of an OAuth2 gateway: `GET /oauth2/signin?to=<local path>` signs the
+/// user in (unless signed in) and comes back to `to` (the UI's "Sign in" link).
+pub const OAUTH2_SIGNIN: &str = "/oauth2/signin";
+
 /// Every service's liveness probe (outside the versioned API).
 pub const HEALTHZ: &str = "/healthz";
 

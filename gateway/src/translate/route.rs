@@ -1,9 +1,14 @@
 //! A listener's routes -> Envoy `RouteConfiguration`: one virtual host, prefix matches in IR
 //! order, per-route timeout (none for streaming routes), prefix rewrite and safe retries; on a
 //! tenant-routed listener, first the `cluster_header` routes the routing filter feeds. Routes to
-//! an upstream with a gateway token carry it in `x-nsight-gateway-token`.
+//! an upstream with a gateway token carry it in `x-nsight-gateway-token`. Where an OAuth2
+//! filter signs browsers in and a public route (the UI at `/`) would swallow its paths, a route
+//! for `/oauth2/` to the same upstream, behind the filter, comes first.
 
-use nsight_contracts::gateway_only::{self, GatewayToken};
+use nsight_contracts::{
+    gateway_only::{self, GatewayToken},
+    routes,
+};
 use xds_api::pb::{
     envoy::config::core::v3::{
         header_value_option::HeaderAppendAction, HeaderValue, HeaderValueOption,
@@ -18,7 +23,7 @@ use xds_api::pb::{
 
 use super::{duration, route_config_name, wasm};
 use crate::{
-    ir::{Listener, Retry, Route, TenantRouting, Upstream},
+    ir::{AuthFilter, Listener, Retry, Route, TenantRouting, Upstream},
     resources::{any, Resource, ResourceType},
 };
 
@@ -33,7 +38,7 @@ pub(super) fn route_configuration(l: &Listener, upstreams: &[Upstream]) -> Resou
                 .routing
                 .iter()
                 .flat_map(tenant_routes)
-                .chain(l.routes.iter().map(|r| {
+                .chain(with_sign_in_paths(l).iter().map(|r| {
                     let mut route = route(r, l.auth.is_some());
                     if let Some(token) = upstreams
                         .iter()
@@ -63,6 +68,23 @@ pub(super) fn route_configuration(l: &Listener, upstreams: &[Upstream]) -> Resou
         .map(|u| (ResourceType::Cluster, u))
         .collect();
     Resource::new(&name, &config, refs)
+}
+
+/// The listener's routes, plus `/oauth2/` (not public) before the public route that covers it
+/// when the filter signs browsers in: the filter must see its callback and sign-in paths.
+fn with_sign_in_paths(l: &Listener) -> Vec<Route> {
+    let mut routes = l.routes.clone();
+    let signs_in = l.auth.as_ref().is_some_and(AuthFilter::signs_in);
+    let covers = |r: &Route| routes::OAUTH2.starts_with(&r.prefix);
+    if signs_in && !routes.iter().any(|r| r.prefix == routes::OAUTH2) {
+        if let Some(i) = routes.iter().position(covers).filter(|&i| routes[i].public) {
+            let mut own = routes[i].clone();
+            own.prefix = routes::OAUTH2.into();
+            own.public = false;
+            routes.insert(i, own);
+        }
+    }
+    routes
 }
 
 fn route(r: &Route, has_auth: bool) -> XdsRoute {

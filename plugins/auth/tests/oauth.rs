@@ -245,6 +245,50 @@ fn offsite_return_paths_are_not_followed() {
 }
 
 #[test]
+fn the_sign_in_entry_point_returns_to_the_page_that_asked() {
+    // Not signed in: through the issuer, coming back to the page (`to`, decoded).
+    let (location, pending) = start_sign_in("/oauth2/signin?to=%2Fsessions%3Ftag%3Dgpu");
+    assert!(location.starts_with("https://idp.test/auth?"), "{location}");
+    let p: Pending = cookie::open(&cfg().cookie_key, "pending", &pending).unwrap();
+    assert_eq!(p.return_to, "/sessions?tag=gpu");
+    // Another origin, a missing `to`, or the filter's own paths: back to `/`.
+    for bad in [
+        "/oauth2/signin?to=%2F%2Fevil.test%2F",
+        "/oauth2/signin?to=https%3A%2F%2Fevil.test%2F",
+        "/oauth2/signin",
+        "/oauth2/signin?to=%2Foauth2%2Flogout",
+        "/oauth2/signin?to=%2Foauth2%2Fsignin%3Fto%3D%2Fx",
+    ] {
+        let (_, pending) = start_sign_in(bad);
+        let p: Pending = cookie::open(&cfg().cookie_key, "pending", &pending).unwrap();
+        assert_eq!(p.return_to, "/", "{bad}");
+    }
+    // Signed in: straight back, no new sign-in.
+    let c = session_cookie(&Session {
+        sub: "alice".into(),
+        exp: NOW + 60,
+        until: NOW + 3600,
+        rt: None,
+    });
+    let Step::Respond(r) = route(
+        &cfg(),
+        &disc(),
+        &get("/oauth2/signin?to=%2Fjobs", Some(&c)),
+        NOW,
+        &rnd(),
+    ) else {
+        panic!("no answer")
+    };
+    assert_eq!((r.status, header(&r, "location")), (302, vec!["/jobs"]));
+    assert!(header(&r, "set-cookie").is_empty());
+    // Its path is refused where it would shadow the callback or the logout.
+    for clash in ["/oauth2/callback", "/oauth2/logout", "signin"] {
+        let e = parse(json!({"signin_path": clash})).err().unwrap();
+        assert!(e.to_string().contains("`oauth2.signin_path`"), "{e}");
+    }
+}
+
+#[test]
 fn a_valid_session_passes_and_names_its_subject() {
     let s = Session {
         sub: "alice".into(),

@@ -36,6 +36,8 @@ pub(crate) struct RawOauth2Config {
     listener_tls: bool,
     #[serde(default = "default_logout_path")]
     logout_path: String,
+    #[serde(default = "default_signin_path")]
+    signin_path: String,
     #[serde(default)]
     post_logout_redirect_uri: Option<String>,
     #[serde(default = "default_scopes")]
@@ -54,6 +56,10 @@ pub(crate) struct RawOauth2Config {
 
 fn default_logout_path() -> String {
     "/oauth2/logout".into()
+}
+/// `nsight_contracts::routes::OAUTH2_SIGNIN`, where the UI's "Sign in" link points.
+fn default_signin_path() -> String {
+    "/oauth2/signin".into()
 }
 fn default_scopes() -> Vec<String> {
     vec!["openid".into()]
@@ -85,6 +91,9 @@ pub struct Oauth2Config {
     /// The path of `redirect_uri`: the callback this filter answers.
     pub callback_path: String,
     pub logout_path: String,
+    /// `GET <signin_path>?to=<local path>` signs the user in (unless signed in) and returns
+    /// to `to`: a page served without auth (the UI) starts the sign-in here.
+    pub signin_path: String,
     pub post_logout_redirect_uri: Option<String>,
     pub cookie_key: Vec<u8>,
     /// `aud` accepted in bearer tokens (the API's audience; the ID token's is `client_id`).
@@ -157,6 +166,16 @@ impl Oauth2Config {
                  ({callback_path})"
             ));
         }
+        if !raw.signin_path.starts_with('/')
+            || raw.signin_path == callback_path
+            || raw.signin_path == raw.logout_path
+        {
+            return Err(format!(
+                "`oauth2.signin_path` must be a path starting with `/` other than the callback \
+                 ({callback_path}) and the logout path ({})",
+                raw.logout_path
+            ));
+        }
         let cookie_key = base64::engine::general_purpose::STANDARD
             .decode(raw.cookie_key.trim())
             .or_else(|_| {
@@ -210,6 +229,7 @@ impl Oauth2Config {
             redirect_uri: raw.redirect_uri,
             callback_path,
             logout_path: raw.logout_path,
+            signin_path: raw.signin_path,
             post_logout_redirect_uri: raw.post_logout_redirect_uri,
             cookie_key,
             audiences: raw.audiences.into_iter().collect(),

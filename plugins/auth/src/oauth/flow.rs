@@ -4,6 +4,8 @@
 //!
 //! ```text
 //!  logout path ─────────────> clear cookies, 302 to end_session_endpoint (or 200)
+//!  sign-in path ?to=P ──────> valid session: 302 to P; else 302 to the authorization endpoint
+//!                             returning to P (P a local path, else `/`)
 //!  callback path ───────────> pending cookie + state check ─> Exchange (code, PKCE verifier)
 //!  Authorization header ────> Bearer (JWT against the issuer's JWKS, or an API key)
 //!  session cookie valid ────> Allow(sub) | expired: Refresh (refresh token) or sign in again
@@ -146,17 +148,44 @@ fn redirect(location: String, set_cookies: Vec<String>) -> Response {
 
 /// Where to return after signing in: the request's own path if it is a plain local one.
 fn return_to(cfg: &Oauth2Config, req: &Request<'_>) -> String {
-    let path = req.path;
+    local_return(cfg, req.path)
+}
+
+/// `path` if it is a plain path of this gateway (not another origin, not one of the filter's
+/// own paths), else `/`.
+fn local_return(cfg: &Oauth2Config, path: &str) -> String {
     let local = path.starts_with('/')
         && !path.starts_with("//")
         && !path.contains('\\')
         && path.len() <= 1024
         && path.bytes().all(|b| b.is_ascii_graphic());
     let own = |p: &str| path.split('?').next() == Some(p);
-    if local && !own(&cfg.callback_path) && !own(&cfg.logout_path) {
+    if local && !own(&cfg.callback_path) && !own(&cfg.logout_path) && !own(&cfg.signin_path) {
         path.to_owned()
     } else {
         "/".to_owned()
+    }
+}
+
+/// The sign-in entry point: back to `?to=` at once with a valid session, else through the
+/// issuer (a session past its refresh time signs in again: the page asked for it).
+fn signin(
+    cfg: &Oauth2Config,
+    disc: &Discovery,
+    req: &Request<'_>,
+    now: u64,
+    rnd: &Random,
+) -> Response {
+    let to = local_return(cfg, &query_param(req.path, "to").unwrap_or_default());
+    let signed_in = req
+        .cookie
+        .and_then(|c| cookie::cookie_value(c, SESSION_COOKIE))
+        .and_then(|sealed| cookie::open::<Session>(&cfg.cookie_key, "session", sealed).ok())
+        .is_some_and(|s| now < s.exp && now < s.until);
+    if signed_in {
+        redirect(to, vec![])
+    } else {
+        sign_in(cfg, disc, to, now, rnd, vec![])
     }
 }
 
@@ -254,6 +283,9 @@ pub fn route(
     }
     if path_only == cfg.callback_path {
         return callback(cfg, disc, req, now);
+    }
+    if path_only == cfg.signin_path && matches!(req.method, "GET" | "HEAD") {
+        return Step::Respond(signin(cfg, disc, req, now, rnd));
     }
     if req.authorization.is_some() {
         return Step::Bearer;
