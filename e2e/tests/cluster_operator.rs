@@ -603,15 +603,12 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
         .send()
         .expect("delete the streamer");
     assert!(deleted.status().is_success(), "{:?}", deleted.text());
-    let gone = wait_for(Duration::from_secs(30), || {
-        let (status, _) = c.request(
-            "GET",
-            &format!("/apis/nvidia.com/v1alpha1/namespaces/{sys}/nsightstreamers/{name}"),
-            None,
-        );
-        (status == 404).then_some(())
-    });
-    assert!(gone.is_some(), "the streamer {name} was not deleted");
+    assert!(
+        streamer_gone(&c, &sys, &name),
+        "the streamer {name} was not deleted"
+    );
+    // The same from the browser: "View trace" on the session's page, then the Streamers tab.
+    view_trace_in_the_browser(&c, &sys, &gateway, &session);
 
     // 6c. The mirrored ranges: the agent sent the collection's ranges as spans through the
     //     Pod's sidecar to the converter, whose stop writes a report beside the agent's, one
@@ -943,6 +940,72 @@ fn converter_deployment() -> Value {
             },
         },
     })
+}
+
+/// Step 6b in headless Chromium (`tests/ui/streamers.mjs`): launch from the session's page, wait
+/// for Ready, read what the link opens, see the streamer and the cap on the Streamers tab,
+/// delete it there; then the NsightStreamer is gone from the cluster.
+fn view_trace_in_the_browser(c: &cluster::Cluster, sys: &str, gateway: &str, session: &str) {
+    let out = std::process::Command::new("node")
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/ui/streamers.mjs"))
+        .env(
+            "PW_DIR",
+            nsight_e2e::required_path("NSIGHT_PLAYWRIGHT_DIR", "cargo xtask setup playwright"),
+        )
+        .env("CHROMIUM", nsight_e2e::chromium_bin())
+        .env("URL", gateway)
+        .env("API_KEY", API_KEY)
+        .env("SESSION", session)
+        .output()
+        .expect("run node");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the browser's View trace failed:\n{}\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        c.describe_namespace(sys)
+    );
+    let found: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(found["pageErrors"], json!([]), "{found:#}");
+    let name = found["streamer"].as_str().unwrap_or_default().to_owned();
+    assert_eq!(
+        found["openHref"],
+        format!("/streamers/{name}/"),
+        "{found:#}"
+    );
+    let stand_in = &found["standIn"];
+    assert_eq!(stand_in["status"], 200, "{found:#}");
+    assert_eq!(stand_in["body"]["standIn"], true, "{found:#}");
+    assert_eq!(stand_in["body"]["sessionId"], session, "{found:#}");
+    assert_eq!(found["phase"], "ready", "{found:#}");
+    let cap = found["cap"].as_str().unwrap_or_default();
+    assert!(cap.starts_with("1 of 10 streamers running"), "{found:#}");
+    let after = found["capAfter"].as_str().unwrap_or_default();
+    assert!(after.starts_with("0 of 10 streamers running"), "{found:#}");
+    assert!(
+        found["tabUrl"]
+            .as_str()
+            .is_some_and(|u| u.contains("tab=streamers")),
+        "{found:#}"
+    );
+    assert!(
+        streamer_gone(c, sys, &name),
+        "the page did not delete streamer {name}"
+    );
+}
+
+/// Whether the NsightStreamer `name` of `sys` is gone within 30 s.
+fn streamer_gone(c: &cluster::Cluster, sys: &str, name: &str) -> bool {
+    wait_for(Duration::from_secs(30), || {
+        let (status, _) = c.request(
+            "GET",
+            &format!("/apis/nvidia.com/v1alpha1/namespaces/{sys}/nsightstreamers/{name}"),
+            None,
+        );
+        (status == 404).then_some(())
+    })
+    .is_some()
 }
 
 /// Step 8b: a Pod whose tool config asks for nsys, with nsys from the release's image.

@@ -129,6 +129,12 @@ fn a_person_profiles_and_analyses_from_the_browser() {
         "{found:#}"
     );
     assert!(found["viewTraceButtons"].as_u64() >= Some(1), "{found:#}");
+    assert!(
+        found["streamersTab"]
+            .as_str()
+            .is_some_and(|t| t.contains("No tenant API is deployed")),
+        "{found:#}"
+    );
 
     // The session the page began, as the coordinator has it now: ended, one collection whose
     // agent uploaded, as the page said.

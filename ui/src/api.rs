@@ -18,7 +18,7 @@ use nsight_contracts::{
         TagAction, TagStatus,
     },
     routes,
-    tenant::{LaunchStreamer, Streamer},
+    tenant::{LaunchStreamer, Streamer, StreamerList},
     timeline::{EventDetail, RangeSummary, Tile, Timeline},
     Problem,
 };
@@ -261,6 +261,17 @@ pub async fn run_job(request: JobRequest) -> Result<Job, ApiError> {
 /// `POST /tenant/v1/streamers`: an Nsight Streamer for a session or one report.
 pub async fn launch_streamer(request: LaunchStreamer) -> Result<Streamer, ApiError> {
     post_json(&format!("{}/streamers", routes::TENANT_V1), &request).await
+}
+
+/// `GET /tenant/v1/streamers`: the caller's streamers and the cap.
+pub async fn streamers() -> Result<StreamerList, ApiError> {
+    get_json(&format!("{}/streamers", routes::TENANT_V1)).await
+}
+
+/// `DELETE /tenant/v1/streamers/{name}` (only its owner may).
+pub async fn delete_streamer(name: String) -> Result<(), ApiError> {
+    let path = format!("{}/streamers/{}", routes::TENANT_V1, encode(&name));
+    send("DELETE", &path, None).await.map(|_| ())
 }
 
 /// `GET /tenant/v1/streamers/{name}` (reading one also keeps it from being reaped).

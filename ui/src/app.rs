@@ -4,7 +4,8 @@
 //! ```text
 //!  URL ──View──> Shared::view ──tab──> SessionsPage (list + actions | SessionDetail)
 //!                                 ├──> AnalysisPage (recipes + form | jobs | JobDetail)
-//!                                 └──> TimelinePage (one report: canvas, details, selection)
+//!                                 ├──> TimelinePage (one report: canvas, details, selection)
+//!                                 └──> StreamersPage (the user's streamers, the cap)
 //!  Shared::reload: bumped after an action, a sign-in or a live-update tick; every fetch reads it
 //! ```
 
@@ -12,7 +13,10 @@ use leptos::prelude::*;
 
 use crate::{
     auth::{self, KeyPrompt},
-    pages::{analysis::AnalysisPage, sessions::SessionsPage, timeline::TimelinePage},
+    pages::{
+        analysis::AnalysisPage, sessions::SessionsPage, streamers::StreamersPage,
+        timeline::TimelinePage,
+    },
     route::{follow_history, Link, Tab, View},
 };
 
@@ -64,6 +68,7 @@ pub fn App() -> impl IntoView {
                 {move || tab_link(Tab::Sessions, "Sessions", "tab-sessions")}
                 {move || tab_link(Tab::Analysis, "Analysis", "tab-analysis")}
                 {move || tab_link(Tab::Timeline, "Timeline", "tab-timeline")}
+                {move || tab_link(Tab::Streamers, "Streamers", "tab-streamers")}
             </nav>
             <span class="version" data-testid="runtime">{format!("UI {} running in WebAssembly", env!("CARGO_PKG_VERSION"))}</span>
         </header>
@@ -73,6 +78,7 @@ pub fn App() -> impl IntoView {
                 Tab::Sessions => view! { <SessionsPage shared/> }.into_any(),
                 Tab::Analysis => view! { <AnalysisPage shared/> }.into_any(),
                 Tab::Timeline => view! { <TimelinePage shared/> }.into_any(),
+                Tab::Streamers => view! { <StreamersPage shared/> }.into_any(),
             }}
         </main>
     }

@@ -22,6 +22,8 @@ pub enum Tab {
     Analysis,
     /// One report's timeline.
     Timeline,
+    /// The user's Nsight Streamers.
+    Streamers,
 }
 
 impl Tab {
@@ -30,6 +32,7 @@ impl Tab {
             Tab::Sessions => "sessions",
             Tab::Analysis => "analysis",
             Tab::Timeline => "timeline",
+            Tab::Streamers => "streamers",
         }
     }
 }
@@ -99,6 +102,7 @@ impl View {
             match key {
                 "tab" if value == Tab::Analysis.as_str() => view.tab = Tab::Analysis,
                 "tab" if value == Tab::Timeline.as_str() => view.tab = Tab::Timeline,
+                "tab" if value == Tab::Streamers.as_str() => view.tab = Tab::Streamers,
                 "tag" => {
                     if Tag::parse(&value).is_ok() {
                         view.tag = value;

@@ -18,6 +18,8 @@ use std::{
     path::{Path, PathBuf},
 };
 
+use crate::nsys_run::is_executable;
+
 /// Left in the target directory when the copy failed; [`find_under`] reports its text.
 pub const FAILED_FILE: &str = "NSIGHT-INSTALL-FAILED.txt";
 
@@ -133,14 +135,17 @@ pub fn find_under(dir: &Path) -> Result<PathBuf, String> {
     ))
 }
 
-/// Lower is better: 0 for this architecture's target directory, 1 for `bin`.
-fn rank(path: &Path) -> u8 {
-    let parent = path
-        .parent()
+/// The name of the directory `path` is in.
+fn parent_name(path: &Path) -> &str {
+    path.parent()
         .and_then(Path::file_name)
         .and_then(|n| n.to_str())
-        .unwrap_or_default();
-    u8::from(parent == "bin")
+        .unwrap_or_default()
+}
+
+/// Lower is better: 0 for this architecture's target directory, 1 for `bin`.
+fn rank(path: &Path) -> u8 {
+    u8::from(parent_name(path) == "bin")
 }
 
 fn collect(dir: &Path, depth: usize, found: &mut Vec<PathBuf>) {
@@ -161,11 +166,7 @@ fn collect(dir: &Path, depth: usize, found: &mut Vec<PathBuf>) {
 }
 
 fn wanted_parent(nsys: &Path) -> bool {
-    let parent = nsys
-        .parent()
-        .and_then(Path::file_name)
-        .and_then(|n| n.to_str())
-        .unwrap_or_default();
+    let parent = parent_name(nsys);
     parent == "bin"
         || parent
             .strip_prefix("target-linux-")
@@ -178,11 +179,6 @@ fn arch_suffix() -> &'static str {
         "aarch64" => "armv8",
         _ => "x64",
     }
-}
-
-fn is_executable(p: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt as _;
-    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 #[cfg(test)]

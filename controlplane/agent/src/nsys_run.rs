@@ -65,7 +65,8 @@ pub fn locate(explicit: Option<&Path>, path: Option<&OsStr>) -> Result<PathBuf, 
         })
 }
 
-fn is_executable(p: &Path) -> bool {
+/// A regular file someone may execute.
+pub(crate) fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt as _;
     std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }

@@ -140,26 +140,7 @@ fn cuda_api_gpu_sum_charts_its_largest_totals() {
             .collect();
         want.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         want.truncate(20);
-        let bars: Vec<(String, f64)> = out.figures[0]
-            .svg
-            .split("<title>")
-            .skip(1)
-            .map(|t| {
-                let (label, value) = t
-                    .split("</title>")
-                    .next()
-                    .unwrap()
-                    .rsplit_once(": ")
-                    .unwrap();
-                let label = label
-                    .replace("&lt;", "<")
-                    .replace("&gt;", ">")
-                    .replace("&quot;", "\"")
-                    .replace("&apos;", "'")
-                    .replace("&amp;", "&");
-                (label, value.parse().unwrap())
-            })
-            .collect();
+        let bars = common::figure_bars(&out.figures[0].svg);
         let want: Vec<(String, f64)> = want.into_iter().map(|(l, t)| (l, t as f64)).collect();
         assert_eq!(bars, want, "{at}");
         charted += 1;

@@ -175,6 +175,11 @@ pub struct NsightStreamerSpec {
     /// The STUNner TURN gateway for reachability from outside the cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<Toggle>,
+    /// The Pod's RuntimeClass (e.g. `nvidia`, the GPU Operator's runtime, for a streamer that
+    /// encodes on a GPU); none: the cluster's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub runtime_class_name: Option<String>,
 }
 
 /// A streamer's status: the common conditions, and where it is served once Ready.
@@ -225,6 +230,11 @@ pub struct StreamerLaunch {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]
     pub image: Option<String>,
+    /// The RuntimeClass of launched streamers' Pods (e.g. `nvidia`, where the GPU Operator's
+    /// runtime must be named to give the Pod a GPU for encoding); null: the cluster's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub runtime_class_name: Option<String>,
 }
 
 /// The web UI, served at the gateway root.

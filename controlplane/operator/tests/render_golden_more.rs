@@ -566,6 +566,7 @@ fn the_streamer_mounts_its_storage_config_and_names_its_session() {
         Some("/etc/nsight/storage/storage-config.yaml".into())
     );
     assert_eq!(get("NSIGHT_STREAMER_TURN"), Some("1".into()));
+    assert_eq!(pod["runtimeClassName"], "nvidia");
     assert_eq!(
         pod["containers"][0]["image"],
         "registry.test/nsight/nsight-streamer:1.2.3"

@@ -15,6 +15,7 @@ fn the_binary_accepts_the_rendered_arguments() {
         max_active: Some(3),
         idle_timeout: Some("45m".into()),
         image: Some("registry.test/nsight-streamer-nsys:1".into()),
+        runtime_class_name: Some("nvidia".into()),
     });
     let desired = tenant_operator::render(&cr, &RenderSettings::default()).unwrap();
     let deployment = desired
@@ -31,7 +32,10 @@ fn the_binary_accepts_the_rendered_arguments() {
         args.windows(2).any(|w| w == ["--max-active", "3"])
             && args
                 .windows(2)
-                .any(|w| w == ["--streamer-image", "registry.test/nsight-streamer-nsys:1"]),
+                .any(|w| w == ["--streamer-image", "registry.test/nsight-streamer-nsys:1"])
+            && args
+                .windows(2)
+                .any(|w| w == ["--streamer-runtime-class", "nvidia"]),
         "{args:?}"
     );
     // `--print-openapi` exits after parsing: the arguments were accepted.

@@ -216,6 +216,7 @@ fn launch_cap_owner_rbac_and_bad_input() {
             template: StreamerTemplate {
                 cloud_storage_ref: Some("storage".into()),
                 image: None,
+                runtime_class_name: None,
             },
             ..config(HOUR)
         },

@@ -3,8 +3,8 @@
 // report, run nvtx_sum from the generated form (after the form refused a bad value), sort its
 // table, see the notebook, reload a deep link, cancel and delete a job that would run forever,
 // compare two collections in one click, end the session after confirming; "View trace" says
-// why no streamer can be launched here (no tenant API in local mode); the agent's OTLP mirroring
-// counters in the agents table. Every wait has
+// why no streamer can be launched here (no tenant API in local mode), and so does the Streamers
+// tab; the agent's OTLP mirroring counters in the agents table. Every wait has
 // a deadline; any failure throws with what the page showed. Prints one JSON line of findings for
 // the Rust test (e2e/tests/ui_platform.rs) to check against the REST APIs.
 //
@@ -214,6 +214,10 @@ try {
     if (/^[1-9]\d* sent, 0 dropped/.test(found.mirroring) || Date.now() > deadline) break;
   }
   step('mirroring shown');
+  // The Streamers tab where no tenant API is deployed: said plainly.
+  await byId('tab-streamers').click();
+  await byId('streamers-unavailable').waitFor();
+  found.streamersTab = await text('streamers-unavailable');
 } catch (e) {
   await shot('failure').catch(() => {});
   const dom = await page.content().catch(() => '');

@@ -43,12 +43,7 @@ fn explain(e: &ApiError) -> String {
             status: 404 | 405 | 501,
             ..
         }
-        | ApiError::Decode(_) => {
-            "No tenant API is deployed behind this gateway, so no streamer can be launched here. \
-             A cluster admin enables it with the Helm value nsight-tenant-operator.enabled=true. \
-             Meanwhile, open the report in the built-in Timeline, or download it."
-                .to_owned()
-        }
+        | ApiError::Decode(_) => no_tenant_api().to_owned(),
         ApiError::Refused {
             status: 429,
             message,
@@ -57,6 +52,13 @@ fn explain(e: &ApiError) -> String {
         }
         other => format!("The streamer could not be launched: {other}"),
     }
+}
+
+/// What a page says where no tenant API answers behind the gateway.
+pub fn no_tenant_api() -> &'static str {
+    "No tenant API is deployed behind this gateway, so no streamer can be launched here. A \
+     cluster admin enables it with the Helm value nsight-tenant-operator.enabled=true. \
+     Meanwhile, open the report in the built-in Timeline, or download it."
 }
 
 /// The gateway's path of a streamer.

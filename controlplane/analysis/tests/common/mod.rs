@@ -203,3 +203,22 @@ pub fn kernels_in_range(
         .map(Result::unwrap)
         .collect()
 }
+
+/// The bars of a figure drawn by the SDK's `svg::bar_chart`: each `<title>label: value</title>`,
+/// the label unescaped.
+pub fn figure_bars(svg: &str) -> Vec<(String, f64)> {
+    svg.split("<title>")
+        .skip(1)
+        .map(|t| {
+            let title = t.split("</title>").next().unwrap_or_default();
+            let (label, value) = title.rsplit_once(": ").expect("label: value");
+            let label = label
+                .replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&quot;", "\"")
+                .replace("&apos;", "'")
+                .replace("&amp;", "&");
+            (label, value.parse().expect("a number"))
+        })
+        .collect()
+}

@@ -145,16 +145,7 @@ pub fn check_time_figure(
     want.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     want.truncate(20);
     assert_eq!(out.figures.len(), 1, "{at}");
-    let bars: Vec<(String, f64)> = out.figures[0]
-        .svg
-        .split("<title>")
-        .skip(1)
-        .map(|t| {
-            let title = t.split("</title>").next().unwrap();
-            let (label, value) = title.rsplit_once(": ").unwrap();
-            (label.to_owned(), value.parse().unwrap())
-        })
-        .collect();
+    let bars = super::common::figure_bars(&out.figures[0].svg);
     let want: Vec<(String, f64)> = want
         .into_iter()
         .map(|(label, ns)| (label, ns as f64 / unit))

@@ -174,20 +174,7 @@ fn check_migrated_figure(report: &Path, out: &nsight_analysis::RecipeOutput) {
     );
     assert!(!want.is_empty());
     assert_eq!(out.figures.len(), 1);
-    let bars: Vec<(String, f64)> = out.figures[0]
-        .svg
-        .split("<title>")
-        .skip(1)
-        .map(|t| {
-            let (label, value) = t
-                .split("</title>")
-                .next()
-                .unwrap()
-                .rsplit_once(": ")
-                .unwrap();
-            (label.to_owned(), value.parse().unwrap())
-        })
-        .collect();
+    let bars = super::common::figure_bars(&out.figures[0].svg);
     assert_eq!(bars.len(), want.len());
     for ((label, mb), w) in bars.iter().zip(&want) {
         assert_eq!(*label, format!("{:#x}", w["address"].as_i64().unwrap()));

@@ -344,6 +344,11 @@ pub struct StreamerLaunchValues {
     #[serde(default)]
     #[schemars(length(min = 1))]
     pub image: Option<String>,
+    /// The RuntimeClass of launched streamers' Pods (e.g. `nvidia`, where the GPU Operator's
+    /// runtime must be named to give the Pod a GPU for encoding); null: the cluster's default.
+    #[serde(default)]
+    #[schemars(length(min = 1))]
+    pub runtime_class_name: Option<String>,
 }
 
 /// `otlpProxyConfig`: the OTLP proxy sidecar's configuration (needs the collector).

@@ -3,7 +3,8 @@
 //!
 //! The session comes in as `NSIGHT_SESSION_ID`; the storage config (the external Secret or the
 //! managed server's generated one, see `storage::config_secret`) is mounted and named by
-//! `NSIGHT_CLOUD_STORAGE_CONFIG_FILE`; `turn.enabled` sets `NSIGHT_STREAMER_TURN=1`. While the
+//! `NSIGHT_CLOUD_STORAGE_CONFIG_FILE`; `turn.enabled` sets `NSIGHT_STREAMER_TURN=1`;
+//! `runtimeClassName` becomes the Pod's (a GPU runtime for a streamer that encodes on one). While the
 //! Deployment is available, `status.url` is the Service's in-cluster URL ([`url`]).
 //!
 //! With a session and a storage config, the Pod's init container `report-sync`
@@ -128,14 +129,13 @@ pub fn render(
         }
     }
     let mut deployment = workload::deployment(&owner, &cr.spec.workload, main);
-    if let (Some(sync), Some(pod)) = (
-        sync,
-        deployment
-            .spec
-            .as_mut()
-            .and_then(|s| s.template.spec.as_mut()),
-    ) {
-        pod.init_containers = Some(vec![sync]);
+    if let Some(pod) = deployment
+        .spec
+        .as_mut()
+        .and_then(|s| s.template.spec.as_mut())
+    {
+        pod.init_containers = sync.map(|c| vec![c]);
+        pod.runtime_class_name = cr.spec.runtime_class_name.clone();
     }
     Ok(Desired {
         objects: vec![

@@ -76,6 +76,14 @@ pub fn render(
     {
         args.extend(["--streamer-image".into(), image.clone()]);
     }
+    if let Some(class) = cr
+        .spec
+        .streamer_launch
+        .as_ref()
+        .and_then(|s| s.runtime_class_name.as_ref())
+    {
+        args.extend(["--streamer-runtime-class".into(), class.clone()]);
+    }
     let mut main = Main {
         image: settings.image(NAME),
         args,

@@ -30,6 +30,9 @@ struct Args {
     /// `<repository>/nsight-streamer:<tag>`.
     #[arg(long)]
     streamer_image: Option<String>,
+    /// The RuntimeClass of launched streamers' Pods (their `spec.runtimeClassName`).
+    #[arg(long)]
+    streamer_runtime_class: Option<String>,
     /// Answer the API only for requests that carry this file's secret in
     /// `x-nsight-gateway-token`, which the gateway adds (the operator mounts it); without it the
     /// API, and the identity header it trusts, answer any client that reaches the port.
@@ -75,6 +78,7 @@ async fn main() -> anyhow::Result<()> {
         template: StreamerTemplate {
             cloud_storage_ref: args.cloud_storage_ref,
             image: args.streamer_image,
+            runtime_class_name: args.streamer_runtime_class,
         },
         gateway_token,
     };

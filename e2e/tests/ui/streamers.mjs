@@ -1,0 +1,74 @@
+// "View trace" on the real node, driven like a person in headless Chromium (npm playwright-core,
+// Debian's chromium) through the gateway (HTTPS, API key): on the session's page, launch a
+// streamer and wait until it is Ready; read what its link opens (the gateway serves it behind
+// the same key: the project's STAND-IN streamer answers with the reports it synced); on the
+// Streamers tab, see it with the cap, delete it, and see it gone. Every wait has a deadline. Prints one JSON line of
+// findings for e2e/tests/cluster_operator.rs to check against the tenant API and the cluster.
+//
+// env: PW_DIR, CHROMIUM, URL (the gateway root), API_KEY, SESSION, SHOTS (dir).
+import { createRequire } from 'node:module';
+
+const require = createRequire(process.env.PW_DIR + '/node_modules/');
+const { chromium } = require('playwright-core');
+
+const base = process.env.URL;
+const found = {};
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking',
+         '--disable-component-update', '--disable-sync', '--no-first-run'],
+});
+// The gateway's certificate comes from the test's own CA.
+const context = await browser.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1280, height: 900 } });
+const page = await context.newPage();
+const errors = [];
+page.on('pageerror', (e) => errors.push(e.message));
+page.setDefaultTimeout(30_000);
+const byId = (id) => page.getByTestId(id);
+const text = async (id) => (await byId(id).first().textContent()) ?? '';
+const waitText = async (id, re, timeout = 30_000) => {
+  await page.waitForFunction(
+    ([id, src]) => [...document.querySelectorAll(`[data-testid="${id}"]`)]
+      .some((e) => new RegExp(src).test(e.textContent)),
+    [id, re.source], { timeout, polling: 200 });
+};
+
+try {
+  await page.goto(`${base}/?session=${process.env.SESSION}`);
+  await byId('api-key-form').waitFor();
+  await byId('api-key').fill(process.env.API_KEY);
+  await byId('api-key').press('Enter');
+  await byId('view-trace').first().waitFor();
+
+  // Launch from the session, wait for Ready (the Pod copies the reports in first).
+  await byId('view-trace').first().click();
+  await byId('view-trace-open').waitFor({ timeout: 150_000 });
+  const href = await byId('view-trace-open').getAttribute('href');
+  found.openHref = href;
+  found.streamer = href.split('/').filter(Boolean).pop();
+
+  // What the link opens, read as the page reads the APIs (with the tab's key: a navigation
+  // carries none, see docs/ui.md): the stand-in streamer lists the reports it synced.
+  found.standIn = await page.evaluate(async ([href, key]) => {
+    const r = await fetch(href, { headers: { Authorization: `Bearer ${key}` } });
+    return { status: r.status, body: await r.json() };
+  }, [href, process.env.API_KEY]);
+
+  // The Streamers tab: the cap, the user's streamer, Ready; delete it.
+  await byId('tab-streamers').click();
+  await page.locator(`[data-streamer="${found.streamer}"]`).waitFor();
+  found.cap = await text('streamers-cap');
+  found.phase = await page.$eval(`[data-streamer="${found.streamer}"] [data-testid="streamer-phase"]`, (e) => e.textContent);
+  found.tabUrl = page.url();
+  await page.locator(`[data-streamer="${found.streamer}"] [data-testid="streamer-delete"]`).click();
+  await byId('streamers-empty').waitFor();
+  found.capAfter = await text('streamers-cap');
+} catch (e) {
+  const dom = await page.content().catch(() => '');
+  console.error(`streamers flow failed: ${e.message}\npage errors: ${errors.join('\n')}\nURL: ${page.url()}\nDOM:\n${dom.slice(0, 20000)}`);
+  await browser.close();
+  process.exit(1);
+}
+found.pageErrors = errors;
+await browser.close();
+console.log(JSON.stringify(found));
