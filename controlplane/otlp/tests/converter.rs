@@ -42,6 +42,16 @@ fn sdk_spans_over_http_and_grpc_become_reports_that_nvtx_sum_sums_as_sent() {
     let want = expected(&[&sent]);
     assert_eq!(nvtx_sum(&db), want);
     assert_eq!(sql_ranges(&db), want);
+    // The same stop again (a restarted coordinator tells its converters again): nothing is
+    // converted twice, and the stored report is the only one of the collection.
+    let again = stop(&c, "sess-1", "1");
+    assert_eq!(again["spans"], 0, "{again}");
+    assert_eq!(again["reports"], serde_json::json!([]), "{again}");
+    let stored: Vec<_> = std::fs::read_dir(db.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(stored.len(), 1, "{stored:?}");
     let conn = rusqlite::Connection::open(&db).unwrap();
     let product: String = conn
         .query_row(
