@@ -9,33 +9,14 @@
 // the Rust test (e2e/tests/ui_platform.rs) to check against the REST APIs.
 //
 // env: PW_DIR (playwright-core's install prefix), URL (the gateway root), API_KEY, SHOTS (dir).
-import { createRequire } from 'node:module';
-
-const require = createRequire(process.env.PW_DIR + '/node_modules/');
-const { chromium } = require('playwright-core');
+import { openPage } from './page.mjs';
 
 const base = process.env.URL;
 const shots = process.env.SHOTS;
 const found = { steps: [] };
 const step = (name) => { found.steps.push([name, Date.now()]); };
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking',
-         '--disable-component-update', '--disable-sync', '--no-first-run'],
-});
-const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-const errors = [];
-page.on('pageerror', (e) => errors.push(e.message));
-page.setDefaultTimeout(30_000);
-const byId = (id) => page.getByTestId(id);
-const text = async (id) => (await byId(id).first().textContent()) ?? '';
-const waitText = async (id, re, timeout = 30_000) => {
-  await page.waitForFunction(
-    ([id, src]) => [...document.querySelectorAll(`[data-testid="${id}"]`)]
-      .some((e) => new RegExp(src).test(e.textContent)),
-    [id, re.source], { timeout, polling: 200 });
-};
+const { browser, page, errors, byId, text, waitText } = await openPage();
 const shot = (name) => page.screenshot({ path: `${shots}/${name}.png`, fullPage: true });
 
 try {

@@ -5,33 +5,13 @@
 // Streamers tab, see it with the cap, delete it, and see it gone. Every wait has a deadline. Prints one JSON line of
 // findings for e2e/tests/cluster_operator.rs to check against the tenant API and the cluster.
 //
-// env: PW_DIR, CHROMIUM, URL (the gateway root), API_KEY, SESSION, SHOTS (dir).
-import { createRequire } from 'node:module';
-
-const require = createRequire(process.env.PW_DIR + '/node_modules/');
-const { chromium } = require('playwright-core');
+// env: PW_DIR, CHROMIUM (page.mjs), URL (the gateway root), API_KEY, SESSION.
+import { openPage } from './page.mjs';
 
 const base = process.env.URL;
 const found = {};
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking',
-         '--disable-component-update', '--disable-sync', '--no-first-run'],
-});
 // The gateway's certificate comes from the test's own CA.
-const context = await browser.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1280, height: 900 } });
-const page = await context.newPage();
-const errors = [];
-page.on('pageerror', (e) => errors.push(e.message));
-page.setDefaultTimeout(30_000);
-const byId = (id) => page.getByTestId(id);
-const text = async (id) => (await byId(id).first().textContent()) ?? '';
-const waitText = async (id, re, timeout = 30_000) => {
-  await page.waitForFunction(
-    ([id, src]) => [...document.querySelectorAll(`[data-testid="${id}"]`)]
-      .some((e) => new RegExp(src).test(e.textContent)),
-    [id, re.source], { timeout, polling: 200 });
-};
+const { browser, page, errors, byId, text, waitText } = await openPage({ ignoreHTTPSErrors: true });
 
 try {
   await page.goto(`${base}/?session=${process.env.SESSION}`);
