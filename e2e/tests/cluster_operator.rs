@@ -43,6 +43,8 @@ use node_release::{b64, condition, free_ports, helm_on, Release};
 const AGENT_WAIT: Duration = Duration::from_secs(120);
 /// The gateway's API key in this test.
 const API_KEY: &str = "e2e-node-key-7f3a9c";
+/// The release's streamer cap (`streamerLaunch.maxActive`), small so that the test reaches it.
+const MAX_STREAMERS: u32 = 2;
 /// The control plane the chart renders (the documented names).
 const COORDINATOR: &str = "nsight-operator-coordinator";
 /// The project's STAND-IN for NVIDIA's Nsight Streamer image (which cannot be pulled here).
@@ -62,7 +64,8 @@ impl Drop for Helper<'_> {
 
 /// The chart's values in this test: images imported (never pulled), no perf-event DaemonSet
 /// (it needs a shell image), an HTTPS gateway with an inline API key, downloads signed for the
-/// forwarded storage port, the tenant API launching the stand-in streamer, Nsight Systems from
+/// forwarded storage port, the tenant API launching the stand-in streamer (at most
+/// [`MAX_STREAMERS`] at once), Nsight Systems from
 /// an image (the MOCK of `mock_nsys_image`).
 fn values(service_type: &str, storage_port: u16) -> String {
     format!(
@@ -70,7 +73,7 @@ fn values(service_type: &str, storage_port: u16) -> String {
          nsight-coordinator: {{storagePublicUrl: 'https://localhost:{storage_port}'}}\n\
          nsight-gateway:\n  service: {{type: {service_type}}}\n  tlsSecretRef: {{name: gateway-tls}}\n  \
          authentication: {{apikey: {{enabled: true, key: {API_KEY}}}}}\n\
-         nsight-tenant-operator: {{enabled: true, streamerLaunch: {{image: '{STANDIN}'}}}}\n\
+         nsight-tenant-operator: {{enabled: true, streamerLaunch: {{image: '{STANDIN}', maxActive: {MAX_STREAMERS}}}}}\n\
          nsight-injector: {{nsys: {{image: '{}'}}}}\n",
         mock_nsys_image::NAME
     )
@@ -572,6 +575,41 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
         format!("http://{name}.{sys}.svc:8080/"),
         "{ready}"
     );
+    // The cap on the node: a second launch fits, a third is refused with 429, naming the
+    // caller's own streamers; deleting one frees its slot.
+    let launch = || {
+        browser
+            .post(format!("{gateway}/tenant/v1/streamers"))
+            .bearer_auth(API_KEY)
+            .json(&json!({"sessionId": session}))
+            .send()
+            .expect("launch through the gateway")
+    };
+    let second: Value = launch().json().expect("the second streamer");
+    let second = second["name"].as_str().expect("second name").to_owned();
+    let refused = launch();
+    assert_eq!(refused.status(), 429, "the cap of {MAX_STREAMERS}");
+    let refusal: Value = refused.json().expect("a problem document");
+    assert_eq!(
+        (refusal["active"].as_u64(), refusal["maxActive"].as_u64()),
+        (Some(2), Some(u64::from(MAX_STREAMERS))),
+        "{refusal}"
+    );
+    let mut yours: Vec<String> = serde_json::from_value(refusal["yours"].clone()).unwrap();
+    yours.sort();
+    let mut both = vec![name.clone(), second.clone()];
+    both.sort();
+    assert_eq!(yours, both, "{refusal}");
+    let freed = browser
+        .delete(format!("{gateway}/tenant/v1/streamers/{second}"))
+        .bearer_auth(API_KEY)
+        .send()
+        .expect("delete the second streamer");
+    assert!(freed.status().is_success(), "{:?}", freed.text());
+    assert!(
+        streamer_gone(&c, &sys, &second),
+        "the streamer {second} was not deleted"
+    );
     let through_gateway = format!("{gateway}/streamers/{name}/");
     let synced = wait_for(Duration::from_secs(60), || {
         let r = browser
@@ -980,9 +1018,15 @@ fn view_trace_in_the_browser(c: &cluster::Cluster, sys: &str, gateway: &str, ses
     assert_eq!(stand_in["body"]["sessionId"], session, "{found:#}");
     assert_eq!(found["phase"], "ready", "{found:#}");
     let cap = found["cap"].as_str().unwrap_or_default();
-    assert!(cap.starts_with("1 of 10 streamers running"), "{found:#}");
+    assert!(
+        cap.starts_with(&format!("1 of {MAX_STREAMERS} streamers running")),
+        "{found:#}"
+    );
     let after = found["capAfter"].as_str().unwrap_or_default();
-    assert!(after.starts_with("0 of 10 streamers running"), "{found:#}");
+    assert!(
+        after.starts_with(&format!("0 of {MAX_STREAMERS} streamers running")),
+        "{found:#}"
+    );
     assert!(
         found["tabUrl"]
             .as_str()
