@@ -228,6 +228,35 @@ fn a_pod_deleted_mid_collection_a_killed_leader_and_a_helm_upgrade_keep_profilin
 
     // 3. helm upgrade with a changed value: Pods admitted afterwards carry the new tag.
     release.apply(&c, "upgrade", &format!("{VALUES}  tag: gpu\n"));
+    // The rollout is done when the new Pod is Ready, but the API server may still reach the old
+    // webhook address for a moment (the Service's endpoints follow); a Pod admitted then is not
+    // profiled (failure policy Ignore: a profiler never blocks a workload). Restart the samples
+    // once dry runs show the upgraded webhook injecting with the new tag, five times in a row
+    // (while both addresses are listed, some calls still reach the old one).
+    let probe = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "probe", "labels": {"app": "probe", "nvidia-nsight-profile": "enabled"}},
+        "spec": {"containers": [{"name": "main", "image": "x"}]}});
+    let injected_gpu = || {
+        let (_, pod) = c.request(
+            "POST",
+            &format!("/api/v1/namespaces/{ns}/pods?dryRun=All"),
+            Some(&probe),
+        );
+        pod["spec"]["containers"][0]["env"]
+            .as_array()
+            .is_some_and(|env| {
+                env.iter()
+                    .any(|e| e["name"] == "NSIGHT_TAG" && e["value"] == "gpu")
+            })
+    };
+    let upgraded = wait_for(Duration::from_secs(60), || {
+        (0..5).all(|_| injected_gpu()).then_some(())
+    });
+    assert!(
+        upgraded.is_some(),
+        "the upgraded webhook never injected tag gpu\n{}",
+        c.describe_namespace(&ns)
+    );
     // The Deployment re-creates the deleted Pods, admitted by the upgraded webhook.
     let (status, deleted) = c.request(
         "DELETE",
