@@ -34,6 +34,18 @@ fn post(c: &CoordinatorProcess, path: &str) -> Value {
 }
 
 /// Waits until the collection is completed and returns the keys its one agent uploaded.
+/// The coordinator's only agent, once it is the only one and connected.
+fn the_connected_agent(c: &CoordinatorProcess) -> Option<Value> {
+    let agents = c.get("/v1/status")["agents"].as_array()?.clone();
+    (agents.len() == 1 && agents[0]["connected"] == true).then(|| agents[0].clone())
+}
+
+/// Waits (30 s) until the agent logging into `agent` is the coordinator's only, connected one.
+fn wait_registered(c: &CoordinatorProcess, agent: &Running) -> Value {
+    wait_for(Duration::from_secs(30), || the_connected_agent(c))
+        .unwrap_or_else(|| panic!("agent registers; log:\n{}", agent.log()))
+}
+
 fn uploaded_keys(c: &CoordinatorProcess, session: &str, collection: u64) -> Vec<String> {
     let done = wait_for(Duration::from_secs(30), || {
         let s = c.get(&format!("/v1/sessions/{session}"));
@@ -152,12 +164,7 @@ fn start_stop_through_the_coordinator_uploads_one_report_per_collection() {
         &dir.path().join("agent.log"),
     );
 
-    let registered = wait_for(Duration::from_secs(30), || {
-        let status = coordinator.get("/v1/status");
-        let agents = status["agents"].as_array()?.clone();
-        (agents.len() == 1 && agents[0]["connected"] == true).then(|| agents[0].clone())
-    });
-    let registered = registered.unwrap_or_else(|| panic!("agent registers; log:\n{}", agent.log()));
+    let registered = wait_registered(&coordinator, &agent);
     assert_eq!(registered["info"]["backend"], "nvtx");
     assert_eq!(registered["info"]["identity"]["pod"], "trainer-0");
     assert_eq!(registered["info"]["identity"]["processName"], "python");
@@ -273,11 +280,7 @@ fn a_target_that_exits_while_collecting_still_uploads_its_ranges() {
         .arg(&script)
         .env("NSIGHT_AGENT_LOG", "info");
     let mut agent = Running::spawn("nsight-agent", cmd, &dir.path().join("agent.log"));
-    wait_for(Duration::from_secs(30), || {
-        let agents = coordinator.get("/v1/status")["agents"].as_array()?.clone();
-        (agents.len() == 1 && agents[0]["connected"] == true).then_some(())
-    })
-    .unwrap_or_else(|| panic!("agent registers; log:\n{}", agent.log()));
+    wait_registered(&coordinator, &agent);
 
     let started = post(&coordinator, "/v1/start");
     let session = started["session"].as_str().unwrap().to_owned();
@@ -373,12 +376,7 @@ fn an_upload_slower_than_the_heartbeat_timeout_keeps_the_agent_and_its_report() 
         .arg(&script)
         .env("NSIGHT_AGENT_LOG", "info");
     let agent = Running::spawn("nsight-agent", cmd, &dir.path().join("agent.log"));
-    let connected = || {
-        let agents = coordinator.get("/v1/status")["agents"].as_array()?.clone();
-        (agents.len() == 1 && agents[0]["connected"] == true).then_some(())
-    };
-    wait_for(Duration::from_secs(30), connected)
-        .unwrap_or_else(|| panic!("agent registers; log:\n{}", agent.log()));
+    wait_registered(&coordinator, &agent);
 
     let started = post(&coordinator, "/v1/start");
     let session = started["session"].as_str().unwrap().to_owned();
@@ -401,7 +399,10 @@ fn an_upload_slower_than_the_heartbeat_timeout_keeps_the_agent_and_its_report() 
         "still uploading, not lost: {s}; log:\n{}",
         agent.log()
     );
-    assert!(connected().is_some(), "the agent stays connected: {s}");
+    assert!(
+        the_connected_agent(&coordinator).is_some(),
+        "the agent stays connected: {s}"
+    );
 
     s3.resume();
     let keys = uploaded_keys(&coordinator, &session, 1);
@@ -456,11 +457,7 @@ fn a_coordinator_killed_before_telling_the_converter_tells_it_after_its_restart(
         &script,
         &dir.path().join("agent.log"),
     );
-    wait_for(Duration::from_secs(30), || {
-        let agents = coordinator.get("/v1/status")["agents"].as_array()?.clone();
-        (agents.len() == 1 && agents[0]["connected"] == true).then_some(())
-    })
-    .unwrap_or_else(|| panic!("agent registers; log:\n{}", agent.log()));
+    wait_registered(&coordinator, &agent);
     let started = post(&coordinator, "/v1/start");
     let session = started["session"].as_str().unwrap().to_owned();
     std::thread::sleep(Duration::from_millis(700));
