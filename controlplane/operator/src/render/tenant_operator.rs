@@ -60,29 +60,15 @@ pub fn render(
         max_active.to_string(),
     ];
     // The CRD's pattern admits only what the binary's `--idle-timeout` parses.
-    if let Some(idle) = cr
-        .spec
-        .streamer_launch
-        .as_ref()
-        .and_then(|s| s.idle_timeout.as_ref())
-    {
-        args.extend(["--idle-timeout".into(), idle.clone()]);
-    }
-    if let Some(image) = cr
-        .spec
-        .streamer_launch
-        .as_ref()
-        .and_then(|s| s.image.as_ref())
-    {
-        args.extend(["--streamer-image".into(), image.clone()]);
-    }
-    if let Some(class) = cr
-        .spec
-        .streamer_launch
-        .as_ref()
-        .and_then(|s| s.runtime_class_name.as_ref())
-    {
-        args.extend(["--streamer-runtime-class".into(), class.clone()]);
+    let launch = cr.spec.streamer_launch.clone().unwrap_or_default();
+    for (flag, value) in [
+        ("--idle-timeout", launch.idle_timeout),
+        ("--streamer-image", launch.image),
+        ("--streamer-runtime-class", launch.runtime_class_name),
+    ] {
+        if let Some(value) = value {
+            args.extend([flag.into(), value]);
+        }
     }
     let mut main = Main {
         image: settings.image(NAME),
