@@ -54,6 +54,8 @@ pub struct DemoOptions {
     pub out_dir: PathBuf,
     /// HTTPS on the gateway with the local certificates (`local --tls`).
     pub tls: bool,
+    /// More arguments for `nsight-controlplane local` (e.g. the OAuth2 flags).
+    pub extra_args: Vec<String>,
 }
 
 /// What the demo produced, for the person (and the test) to check.
@@ -102,6 +104,7 @@ impl DemoOptions {
             collect_for: Duration::from_secs(1),
             out_dir: root.join("out"),
             tls: false,
+            extra_args: Vec::new(),
         }
     }
 }
@@ -162,6 +165,7 @@ impl LocalPlatform {
         if options.tls {
             cmd.arg("--tls");
         }
+        cmd.args(&options.extra_args);
         let mut process = Running::spawn("nsight-controlplane", cmd, &log);
         let ready = "nsight-controlplane ready";
         let deadline = Instant::now() + Duration::from_secs(120);

@@ -1,11 +1,12 @@
 //! The coordinator survives `kill -9` mid-collection: after a restart on the same state
 //! directory the agents reconnect on their own, resume, and the collection finishes with every
 //! agent's upload recorded. Also: the REST API's refusals for bad input and conflicting state,
-//! and schemathesis against the coordinator's and the analysis service's OpenAPI documents.
+//! the long poll of `/changes`, and schemathesis against the coordinator's and the analysis
+//! service's OpenAPI documents.
 
 #![allow(clippy::unwrap_used, reason = "tests fail loudly on unexpected errors")]
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nsight_e2e::{
     http,
@@ -161,6 +162,56 @@ fn rest_refusals_are_problems_a_person_can_act_on() {
     assert_eq!(list["sessions"][0]["collections"], 1);
     let openapi = c.get("/coordinator/v1/openapi.json");
     assert_eq!(openapi["openapi"], "3.0.3");
+}
+
+#[test]
+fn the_changes_poll_answers_when_the_state_changes_and_not_before() {
+    let dir = TempDir::new("coord-changes");
+    let c = CoordinatorProcess::start(&dir.path().join("state"), 15_000);
+    let version = |v: &Value| v["version"].as_u64().unwrap();
+    let v0 = version(&c.get("/v1/changes"));
+    // Nothing changes: the poll waits its whole `wait` and answers the same version.
+    let t = Instant::now();
+    let same = c.get(&format!("/v1/changes?since={v0}&wait=400"));
+    assert_eq!(version(&same), v0);
+    assert!(
+        t.elapsed() >= Duration::from_millis(400),
+        "{:?}",
+        t.elapsed()
+    );
+    // A session begun by another client while a poll waits: answered then, with another version.
+    let addr = c.http;
+    let waiter = std::thread::spawn(move || {
+        let t = Instant::now();
+        let r = http::get(addr, &format!("/v1/changes?since={v0}&wait=9000"), &[]).unwrap();
+        (t.elapsed(), r)
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let (code, _) = post(&c, "/v1/sessions", r#"{"tag":"live"}"#);
+    assert_eq!(code, 201);
+    let (took, r) = waiter.join().unwrap();
+    assert_eq!(r.status, 200, "{r:?}");
+    let v1 = version(&serde_json::from_str(&r.body).unwrap());
+    assert_ne!(v1, v0);
+    assert!(
+        took >= Duration::from_millis(450) && took < Duration::from_secs(5),
+        "answered after {took:?}"
+    );
+    // A refused action changes nothing; a version the coordinator never had answers at once.
+    let (code, _) = post(&c, "/v1/sessions", r#"{"tag":"live"}"#);
+    assert_eq!(code, 409);
+    assert_eq!(version(&c.get("/v1/changes")), v1);
+    let t = Instant::now();
+    assert_eq!(version(&c.get("/v1/changes?since=1&wait=9000")), v1);
+    assert!(t.elapsed() < Duration::from_secs(5));
+    let r = http::get(c.http, "/v1/changes?since=soon", &[]).unwrap();
+    assert_eq!(r.status, 400, "{r:?}");
+    // The tag selector's list: the one tag, with its open session.
+    let tags = c.get("/v1/tags");
+    assert_eq!(
+        tags,
+        serde_json::json!({"tags": [{"tag": "live", "sessions": 1, "open": true}]})
+    );
 }
 
 /// schemathesis (PyPI, in the setup venv) against the OpenAPI documents the coordinator and the

@@ -36,6 +36,7 @@ fn demo_options(dir: &TempDir, collect_for: Duration, tls: bool) -> DemoOptions 
         collect_for,
         out_dir: dir.path().join("out"),
         tls,
+        extra_args: Vec::new(),
     }
 }
 

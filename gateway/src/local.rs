@@ -5,7 +5,8 @@
 //!         /analysis/    -> analysis       health check when a path is given)
 //!         /tenant/      -> tenant
 //!         /             -> ui            (public: static assets, no auth)
-//!         auth filter (api-key) on every route but the UI; HTTPS when a certificate is given;
+//!         auth filter (api-key, or OAuth2 with its identity provider's upstream) on every
+//!         route but the UI; HTTPS when a certificate is given;
 //!         the gateway token (when given) added on the coordinator's and analysis' routes
 //!  :9000  /             -> storage        (streaming: no timeout, no retry, no auth: S3 SigV4)
 //! ```
@@ -69,6 +70,8 @@ pub struct LocalGateway {
     auth: Option<AuthFilter>,
     tls: Option<TlsSecret>,
     gateway_token: Option<GatewayToken>,
+    /// Upstreams no route leads to, reached by a filter (an OAuth2 identity provider).
+    extra_upstreams: Vec<Upstream>,
 }
 
 impl GatewayIr {
@@ -89,6 +92,7 @@ impl GatewayIr {
             auth: None,
             tls: None,
             gateway_token: None,
+            extra_upstreams: Vec::new(),
         }
     }
 }
@@ -174,6 +178,16 @@ impl LocalGateway {
         self
     }
 
+    /// An upstream without a route, for a filter to call (the OAuth2 filter's identity
+    /// provider). It never gets the gateway token.
+    pub fn upstream(mut self, upstream: Upstream) -> Self {
+        self.extra_upstreams.push(Upstream {
+            gateway_token: None,
+            ..upstream
+        });
+        self
+    }
+
     /// The IR, validated.
     pub fn build(self) -> Result<GatewayIr, IrError> {
         let mut upstreams = Vec::new();
@@ -230,6 +244,7 @@ impl LocalGateway {
                 .push(Route::streaming(&self.storage_prefix, names::STORAGE));
             listeners.push(proxy);
         }
+        upstreams.extend(self.extra_upstreams);
         let ir = GatewayIr {
             listeners,
             upstreams,

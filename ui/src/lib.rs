@@ -19,5 +19,12 @@ pub use app::App;
 #[wasm_bindgen::prelude::wasm_bindgen(start)]
 pub fn start() {
     console_error_panic_hook::set_once();
+    // The page's own "Loading…" line, shown until the module runs.
+    if let Some(boot) = web_sys::window()
+        .and_then(|w| w.document())
+        .and_then(|d| d.get_element_by_id("boot"))
+    {
+        boot.remove();
+    }
     leptos::mount::mount_to_body(App);
 }

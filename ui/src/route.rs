@@ -55,6 +55,8 @@ pub struct View {
     pub status: Option<String>,
     /// The sessions list's state filter (`open`, `ended`).
     pub state: Option<String>,
+    /// The words that filter the tab's list (sessions, or jobs on the analysis tab).
+    pub q: Option<String>,
     /// The report whose timeline is shown (its object key).
     pub report: Option<String>,
     /// The timeline's visible time range, `<from>_<to>` in ns.
@@ -76,6 +78,7 @@ impl Default for View {
             job: None,
             status: None,
             state: None,
+            q: None,
             report: None,
             range: None,
             event: None,
@@ -114,6 +117,7 @@ impl View {
                 "job" => view.job = some,
                 "status" => view.status = some,
                 "state" => view.state = some,
+                "q" => view.q = some,
                 "report" => view.report = some,
                 "range" => view.range = some,
                 "event" => view.event = some,
@@ -140,6 +144,7 @@ impl View {
             ("job", &self.job),
             ("status", &self.status),
             ("state", &self.state),
+            ("q", &self.q),
             ("report", &self.report),
             ("range", &self.range),
             ("event", &self.event),

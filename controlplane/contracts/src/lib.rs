@@ -15,16 +15,18 @@
 //! ```
 //!
 //! What lives here: plain data, serde attributes, and syntax checks a client can run before
-//! sending (a tag's characters, a title's length, a recipe argument's value: [`form`]), and the
-//! reading of the CSV tables jobs write ([`table`]). What must not: I/O (one exception: the
-//! servers' gateway token file, [`gateway_only`]), clocks, state rules (who may start a
-//! collection, which job transitions are allowed): those stay with the service that owns the
+//! sending (a tag's characters, a title's length, a recipe argument's value: [`form`]), the
+//! reading of the CSV tables jobs write ([`table`]) and the filtering of long lists
+//! ([`listing`]). What must not: I/O (one exception: the servers' gateway token file,
+//! [`gateway_only`]), clocks, state rules (who may start a collection, which job transitions are
+//! allowed): those stay with the service that owns the
 //! data. The OpenAPI documents in docs/api/ describe these types.
 
 pub mod analysis;
 pub mod coordinator;
 pub mod form;
 pub mod gateway_only;
+pub mod listing;
 pub mod nsys_args;
 #[cfg(feature = "schema")]
 pub mod openapi;

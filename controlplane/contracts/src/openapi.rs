@@ -171,6 +171,18 @@ pub fn coordinator() -> Value {
             "parameters": [tag.clone(), query("limit", "agents listed (counts always cover all)", json!({ "type": "integer", "minimum": 0, "maximum": usize::MAX, "default": DEFAULT_STATUS_LIMIT }))],
             "responses": with_problems(&s, vec![("200", s.ok::<TagStatus>("tag status"))])
         }},
+        "/changes": { "get": {
+            "summary": "A long poll: answers when the coordinator's state changes (sessions, collections, agents' outcomes and registrations; not heartbeats) or after `wait` ms. Send the `version` of the previous answer as `since`; without `since` it answers at once",
+            "parameters": [
+                query("since", "the version of the previous answer", json!({ "type": "integer", "minimum": 0, "maximum": u64::MAX })),
+                query("wait", "the longest wait in milliseconds", json!({ "type": "integer", "minimum": 0, "maximum": u64::MAX, "default": MAX_CHANGES_WAIT_MS })),
+            ],
+            "responses": with_problems(&s, vec![("200", s.ok::<Changes>("the version now"))])
+        }},
+        "/tags": { "get": {
+            "summary": "Every tag that has sessions, in name order, with its session count and whether one is open",
+            "responses": with_problems(&s, vec![("200", s.ok::<TagList>("the tags"))])
+        }},
         "/sessions": {
             "get": {
                 "summary": "List sessions",

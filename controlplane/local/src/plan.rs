@@ -11,6 +11,8 @@ use nsight_contracts::gateway_only::GatewayToken;
 use nsight_gateway::ir::{AuthFilter, GatewayIr, IrError};
 use serde::Serialize;
 
+use crate::oauth2::{OAuth2Plan, OAuth2Secrets, OAuth2Settings};
+
 /// The local platform's settings (the `local` command line).
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -28,6 +30,8 @@ pub struct Settings {
     pub storage_config: Option<PathBuf>,
     /// HTTPS on the gateway and storage ports; `None` serves plain HTTP.
     pub tls: Option<GatewayTls>,
+    /// Browser sign-in through an OpenID provider beside the API key; `None`: the API key only.
+    pub oauth2: Option<OAuth2Settings>,
 }
 
 /// Where the gateway's certificate comes from.
@@ -109,6 +113,8 @@ pub struct Plan {
     /// The gateway's certificate when it serves HTTPS.
     pub gateway_tls: Option<TlsFiles>,
     pub api_key_file: PathBuf,
+    /// OAuth2 sign-in, when asked for (no secret in it: the files that hold them).
+    pub oauth2: Option<OAuth2Plan>,
     /// The secret the gateway adds to requests to the coordinator and the analysis service,
     /// which refuse requests without it (mode 0600; `nsight_contracts::gateway_only`).
     pub gateway_token_file: PathBuf,
@@ -150,7 +156,8 @@ fn arg(path: &Path) -> String {
 }
 
 impl Plan {
-    pub fn new(s: &Settings) -> Plan {
+    /// The plan; refused (with the reason and the fix) when the OAuth2 settings cannot work.
+    pub fn new(s: &Settings) -> Result<Plan, String> {
         let h = host(s.address);
         let p = s.ports;
         let at = |port| SocketAddr::new(s.address, port);
@@ -241,14 +248,27 @@ impl Plan {
                 ready_at: loopback(p.analysis),
             },
         ];
-        Plan {
-            gateway_url: format!("{scheme}://{h}:{}", p.gateway),
+        let gateway_url = format!("{scheme}://{h}:{}", p.gateway);
+        let oauth2 = s
+            .oauth2
+            .as_ref()
+            .map(|o| {
+                o.plan(
+                    &gateway_url,
+                    s.tls.is_some(),
+                    s.state_dir.join("oauth2-cookie-key"),
+                )
+            })
+            .transpose()?;
+        Ok(Plan {
+            gateway_url,
             storage_url,
             ui_url: format!("{scheme}://{h}:{}/", p.gateway),
             agent_channel: format!("https://localhost:{}", p.coordinator_grpc),
             tls_dir,
             gateway_tls,
             api_key_file: s.state_dir.join("api-key"),
+            oauth2,
             gateway_token_file,
             envoy_admin_socket: s.state_dir.join("envoy").join("admin.sock"),
             reports_dir,
@@ -259,10 +279,11 @@ impl Plan {
             auth_filter: s.wasm_dir.join("nsight_auth_filter.wasm"),
             auth_filter_lean: s.wasm_dir.join("nsight_auth_filter_lean.wasm"),
             address: s.address,
-        }
+        })
     }
 
-    /// The gateway: API routes behind API-key auth, the UI public, and on the storage port only
+    /// The gateway: API routes behind API-key auth (or OAuth2 sign-in and the API key, with the
+    /// identity provider's upstream, when `oauth2` is given), the UI public, and on the storage port only
     /// the coordinator's signed-URL object path (local reports) or everything (an S3 server
     /// configured by the user is not proxied: its own endpoint serves downloads).
     /// `tls` is the certificate chain and key (PEM) when [`Plan::gateway_tls`] is set;
@@ -272,6 +293,7 @@ impl Plan {
         api_key: &str,
         gateway_token: &GatewayToken,
         tls: Option<(&str, &str)>,
+        oauth2: Option<&OAuth2Secrets>,
     ) -> Result<GatewayIr, IrError> {
         let internal = |port| SocketAddr::from(([127, 0, 0, 1], port));
         let mut gw = GatewayIr::local()
@@ -284,11 +306,16 @@ impl Plan {
             .coordinator_health_check("/healthz")
             .analysis(internal(self.ports.analysis))
             .ui(internal(self.ports.ui))
-            .gateway_token(gateway_token.clone())
-            .auth(
+            .gateway_token(gateway_token.clone());
+        gw = match (&self.oauth2, oauth2) {
+            (Some(plan), Some(secrets)) => gw
+                .auth(plan.filter(&self.auth_filter, secrets, api_key))
+                .upstream(plan.idp_upstream(secrets)),
+            _ => gw.auth(
                 AuthFilter::api_key(&self.auth_filter, &[api_key])
                     .with_lean_module(&self.auth_filter_lean),
-            );
+            ),
+        };
         if let Some((cert_chain, key)) = tls {
             gw = gw.tls(cert_chain, key);
         }
@@ -321,12 +348,13 @@ mod tests {
             tls: None,
             envoy_bin: "/e/envoy".into(),
             storage_config: None,
+            oauth2: None,
         }
     }
 
     #[test]
     fn envoy_admin_is_a_socket_in_the_state_dir_not_a_port() {
-        let plan = Plan::new(&settings());
+        let plan = Plan::new(&settings()).unwrap();
         assert_eq!(plan.envoy_admin_socket, Path::new("/s/envoy/admin.sock"));
         let json = serde_json::to_value(&plan).unwrap();
         assert_eq!(json["envoyAdminSocket"], "/s/envoy/admin.sock");
@@ -335,7 +363,7 @@ mod tests {
 
     #[test]
     fn local_reports_are_served_through_the_storage_port() {
-        let plan = Plan::new(&settings());
+        let plan = Plan::new(&settings()).unwrap();
         assert_eq!(plan.gateway_url, "http://127.0.0.1:8888");
         assert_eq!(plan.storage_url, "http://127.0.0.1:9000");
         assert_eq!(plan.reports_dir.as_deref(), Some(Path::new("/s/reports")));
@@ -356,7 +384,7 @@ mod tests {
         assert!(analysis.contains("--storage-dir /s/reports"), "{analysis}");
 
         let ir = plan
-            .gateway_ir("k".repeat(32).as_str(), &token(), None)
+            .gateway_ir("k".repeat(32).as_str(), &token(), None, None)
             .unwrap();
         assert!(ir.listeners.iter().all(|l| l.tls_secret.is_none()));
         let storage = ir
@@ -378,7 +406,7 @@ mod tests {
     fn an_s3_config_is_passed_to_both_services_and_not_proxied() {
         let mut s = settings();
         s.storage_config = Some("/etc/storage-config.yaml".into());
-        let plan = Plan::new(&s);
+        let plan = Plan::new(&s).unwrap();
         assert!(plan.reports_dir.is_none());
         for child in &plan.children {
             assert!(child
@@ -393,7 +421,9 @@ mod tests {
                 .contains("--storage-public-url"),
             "S3 URLs are presigned for the S3 endpoint, not for an unproxied port"
         );
-        let ir = plan.gateway_ir(&"k".repeat(32), &token(), None).unwrap();
+        let ir = plan
+            .gateway_ir(&"k".repeat(32), &token(), None, None)
+            .unwrap();
         assert!(ir.listeners.iter().all(|l| l.port != 9000));
     }
 
@@ -401,7 +431,7 @@ mod tests {
     fn local_tls_serves_https_with_the_local_certificates_on_both_ports() {
         let mut s = settings();
         s.tls = Some(GatewayTls::Local);
-        let plan = Plan::new(&s);
+        let plan = Plan::new(&s).unwrap();
         assert_eq!(plan.gateway_url, "https://localhost:8888");
         assert_eq!(plan.storage_url, "https://localhost:9000");
         let tls = plan.gateway_tls.clone().unwrap();
@@ -412,7 +442,7 @@ mod tests {
             .join(" ")
             .contains("--storage-public-url https://localhost:9000"));
         let ir = plan
-            .gateway_ir(&"k".repeat(32), &token(), Some(("CERT", "KEY")))
+            .gateway_ir(&"k".repeat(32), &token(), Some(("CERT", "KEY")), None)
             .unwrap();
         for port in [8888, 9000] {
             let listener = ir.listeners.iter().find(|l| l.port == port).unwrap();
@@ -427,7 +457,7 @@ mod tests {
             cert: "/c/tls.crt".into(),
             key: "/c/tls.key".into(),
         });
-        let plan = Plan::new(&s);
+        let plan = Plan::new(&s).unwrap();
         assert_eq!(plan.gateway_url, "https://127.0.0.1:8888");
         let tls = plan.gateway_tls.unwrap();
         assert_eq!(tls.key, Path::new("/c/tls.key"));
@@ -438,7 +468,7 @@ mod tests {
     fn a_wildcard_address_opens_the_gateway_and_agent_channel_not_the_services() {
         let mut s = settings();
         s.address = "0.0.0.0".parse().unwrap();
-        let plan = Plan::new(&s);
+        let plan = Plan::new(&s).unwrap();
         assert_eq!(plan.gateway_url, "http://127.0.0.1:8888");
         assert_eq!(plan.children[0].ready_at.to_string(), "127.0.0.1:18080");
         let coordinator = plan.children[0].args.join(" ");
@@ -452,7 +482,9 @@ mod tests {
         );
         let analysis = plan.children[1].args.join(" ");
         assert!(analysis.contains("--http 127.0.0.1:18082"), "{analysis}");
-        let ir = plan.gateway_ir(&"k".repeat(32), &token(), None).unwrap();
+        let ir = plan
+            .gateway_ir(&"k".repeat(32), &token(), None, None)
+            .unwrap();
         assert!(ir.listeners.iter().all(|l| l.address == "0.0.0.0"));
         for u in &ir.upstreams {
             assert_eq!(u.endpoints[0].host, "127.0.0.1", "{}", u.name);
@@ -461,7 +493,7 @@ mod tests {
 
     #[test]
     fn the_gateway_token_goes_to_the_services_and_nowhere_else() {
-        let plan = Plan::new(&settings());
+        let plan = Plan::new(&settings()).unwrap();
         for child in &plan.children {
             assert!(
                 child
@@ -472,7 +504,9 @@ mod tests {
                 child.name
             );
         }
-        let ir = plan.gateway_ir(&"k".repeat(32), &token(), None).unwrap();
+        let ir = plan
+            .gateway_ir(&"k".repeat(32), &token(), None, None)
+            .unwrap();
         let with_token: Vec<&str> = ir
             .upstreams
             .iter()
@@ -480,5 +514,56 @@ mod tests {
             .map(|u| u.name.as_str())
             .collect();
         assert_eq!(with_token, ["coordinator", "analysis"]);
+    }
+
+    #[test]
+    fn oauth2_signs_browsers_in_beside_the_api_key_and_reaches_the_provider() {
+        let mut s = settings();
+        s.oauth2 = Some(OAuth2Settings {
+            issuer: "http://127.0.0.1:5556".into(),
+            client_id: "nsight-web".into(),
+            client_secret_file: "/s/client-secret".into(),
+            ca_cert: None,
+            scopes: Vec::new(),
+            audiences: Vec::new(),
+            redirect_uri: None,
+        });
+        let err = Plan::new(&s).unwrap_err();
+        assert!(err.contains("add --tls"), "{err}");
+        s.tls = Some(GatewayTls::Local);
+        let plan = Plan::new(&s).unwrap();
+        let o = plan.oauth2.clone().unwrap();
+        assert_eq!(o.redirect_uri, "https://localhost:8888/oauth2/callback");
+        assert_eq!(o.cookie_key_file, Path::new("/s/oauth2-cookie-key"));
+        let secrets = OAuth2Secrets {
+            client_secret: "shh".into(),
+            cookie_key: "c".repeat(40),
+            ca_pem: None,
+        };
+        let ir = plan
+            .gateway_ir(
+                &"k".repeat(32),
+                &token(),
+                Some(("CERT", "KEY")),
+                Some(&secrets),
+            )
+            .unwrap();
+        let gateway = ir.listeners.iter().find(|l| l.port == 8888).unwrap();
+        let auth = gateway.auth.as_ref().unwrap();
+        assert!(auth.signs_in());
+        assert_eq!(auth.module_path(), Path::new("/w/nsight_auth_filter.wasm"));
+        let idp = ir
+            .upstreams
+            .iter()
+            .find(|u| u.name == crate::oauth2::IDP_CLUSTER)
+            .unwrap();
+        assert_eq!(idp.endpoints[0].port, 5556);
+        assert!(
+            idp.gateway_token.is_none(),
+            "the provider never sees the token"
+        );
+        let json = serde_json::to_string(&plan).unwrap();
+        assert!(json.contains("\"redirectUri\""), "{json}");
+        assert!(!json.contains("shh"), "{json}");
     }
 }

@@ -20,6 +20,7 @@ use nsight_gateway::{
 use tokio::process::{Child, Command};
 
 use crate::{
+    oauth2::{OAuth2Plan, OAuth2Secrets},
     plan::{ChildSpec, Plan, Settings, TlsFiles, GATEWAY_NODE},
     secrets, survivors, ui_server,
 };
@@ -138,9 +139,38 @@ fn read_tls(files: &TlsFiles) -> Result<(String, String)> {
     ))
 }
 
+/// The OAuth2 client secret (the user's file, owner-only), the cookie key (made once in the
+/// state directory) and the provider's CA, each refused with its file named.
+fn read_oauth2(plan: &OAuth2Plan) -> Result<OAuth2Secrets> {
+    let client_secret = secrets::read_private(&plan.client_secret_file)
+        .context("the OAuth2 client secret (--oauth2-client-secret-file)")?;
+    let cookie_key = secrets::load_or_create(&plan.cookie_key_file)?;
+    let ca_pem = match &plan.ca_cert {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| {
+                format!("cannot read the identity provider's CA {}", path.display())
+            })?;
+            if !text.contains("-----BEGIN CERTIFICATE-----") {
+                bail!(
+                    "{} is not a PEM certificate (no `-----BEGIN CERTIFICATE-----` line); give \
+                     --oauth2-ca-cert the CA that issued the identity provider's certificate",
+                    path.display()
+                );
+            }
+            Some(text)
+        }
+        None => None,
+    };
+    Ok(OAuth2Secrets {
+        client_secret,
+        cookie_key,
+        ca_pem,
+    })
+}
+
 /// Starts every part and waits until the gateway answers.
 pub async fn start(settings: &Settings) -> Result<Running> {
-    let plan = Plan::new(settings);
+    let plan = Plan::new(settings).map_err(anyhow::Error::msg)?;
     preflight(settings, &plan)?;
     let lock = survivors::lock(&settings.state_dir)?;
     stop_survivors(settings, &plan)?;
@@ -150,6 +180,7 @@ pub async fn start(settings: &Settings) -> Result<Running> {
     // Before the services start: they read it at start.
     let gateway_token = GatewayToken::parse(&secrets::load_or_create(&plan.gateway_token_file)?)
         .with_context(|| plan.gateway_token_file.display().to_string())?;
+    let oauth2 = plan.oauth2.as_ref().map(read_oauth2).transpose()?;
     let mut running = Running {
         plan: plan.clone(),
         api_key: api_key.clone(),
@@ -202,6 +233,7 @@ pub async fn start(settings: &Settings) -> Result<Running> {
         &gateway_token,
         tls.as_ref()
             .map(|(cert, key)| (cert.as_str(), key.as_str())),
+        oauth2.as_ref(),
     )?;
     xds.set_ir(GATEWAY_NODE, &ir)?;
     let status_addr = SocketAddr::from(([127, 0, 0, 1], plan.ports.status));

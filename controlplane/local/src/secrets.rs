@@ -1,6 +1,7 @@
-//! The local platform's secrets, the API key and the gateway token: each generated once (256
-//! random bits, hex), kept in a file readable only by its owner, reused on every start so
-//! configured CLIs keep working. Never logged.
+//! The local platform's secrets, the API key, the gateway token and the OAuth2 cookie key: each
+//! generated once (256 random bits, hex), kept in a file readable only by its owner, reused on
+//! every start so configured CLIs keep working; and the user's own (the OAuth2 client secret),
+//! read only from a file nobody else can read. Never logged.
 
 use std::{
     io::Write as _,
@@ -15,26 +16,32 @@ pub enum KeyError {
     Io(String, #[source] std::io::Error),
     #[error("the secret file {0} is readable by other users (mode {1:o}); run: chmod 600 {0}")]
     TooOpen(String, u32),
-    #[error("the secret in {0} is shorter than 16 characters; delete the file to get a new one")]
+    #[error("the secret in {0} is shorter than 16 characters (one this platform made: delete the file to get a new one)")]
     TooShort(String),
+}
+
+/// The secret in `path`, trimmed, from a file only its owner can read; at least 16 characters.
+pub fn read_private(path: &Path) -> Result<String, KeyError> {
+    let shown = path.display().to_string();
+    let io = |e| KeyError::Io(shown.clone(), e);
+    let text = std::fs::read_to_string(path).map_err(io)?;
+    let mode = std::fs::metadata(path).map_err(io)?.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(KeyError::TooOpen(shown, mode));
+    }
+    let key = text.trim().to_owned();
+    if key.len() < 16 {
+        return Err(KeyError::TooShort(shown));
+    }
+    Ok(key)
 }
 
 /// The key in `path`, creating the file (mode 0600) with a fresh key when it does not exist.
 pub fn load_or_create(path: &Path) -> Result<String, KeyError> {
     let shown = path.display().to_string();
     let io = |e| KeyError::Io(shown.clone(), e);
-    match std::fs::read_to_string(path) {
-        Ok(text) => {
-            let mode = std::fs::metadata(path).map_err(io)?.permissions().mode() & 0o777;
-            if mode & 0o077 != 0 {
-                return Err(KeyError::TooOpen(shown, mode));
-            }
-            let key = text.trim().to_owned();
-            if key.len() < 16 {
-                return Err(KeyError::TooShort(shown));
-            }
-            Ok(key)
-        }
+    match std::fs::metadata(path) {
+        Ok(_) => read_private(path),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             if let Some(dir) = path.parent() {
                 std::fs::create_dir_all(dir).map_err(io)?;

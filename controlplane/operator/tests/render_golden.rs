@@ -198,7 +198,9 @@ fn commands_are_the_binaries_the_local_platform_runs() {
         envoy_bin: "/e/envoy".into(),
         storage_config: None,
         tls: None,
-    });
+        oauth2: None,
+    })
+    .unwrap();
     let shipped: Vec<&str> = local.children.iter().map(|c| c.name).collect();
     assert!(shipped.contains(&coordinator::BINARY), "{shipped:?}");
     assert!(shipped.contains(&analysis::BINARY), "{shipped:?}");

@@ -1,33 +1,71 @@
 // The Cloud UI driven like a person in headless Chromium (npm playwright-core, Debian's
-// chromium): sign in with the API key, begin a session, start and stop a collection, see the
-// report, run nvtx_sum from the generated form (after the form refused a bad value), sort its
-// table, see the notebook, reload a deep link, cancel and delete a job that would run forever,
-// compare two collections in one click, end the session after confirming; "View trace" says
-// why no streamer can be launched here (no tenant API in local mode), and so does the Streamers
-// tab; the agent's OTLP mirroring counters in the agents table. Every wait has
-// a deadline; any failure throws with what the page showed. Prints one JSON line of findings for
-// the Rust test (e2e/tests/ui_platform.rs) to check against the REST APIs.
+// chromium): sign in with the API key or through the gateway's OpenID provider, begin a
+// session, start and stop a collection, see the report, run nvtx_sum from the generated form
+// (after the form refused a bad value), sort its table, see the notebook, reload a deep link,
+// cancel and delete a job that would run forever, compare two collections in one click, end
+// the session after confirming; "View trace" says why no streamer can be launched here (no
+// tenant API in local mode), and so does the Streamers tab; the agent's OTLP mirroring counters
+// in the agents table. Every wait has a deadline; any failure throws with what the page showed.
+// Prints one JSON line of findings for the Rust tests (e2e/tests/ui_platform.rs, ui_oauth2.rs,
+// through support/ui_flow.rs) to check against the REST APIs.
 //
-// env: PW_DIR (playwright-core's install prefix), URL (the gateway root), API_KEY, SHOTS (dir).
+// env: PW_DIR (playwright-core's install prefix), URL (the gateway root), SHOTS (dir), and how
+// to sign in: AUTH=api-key with API_KEY, or AUTH=oauth2 with ISSUER (the OpenID provider's
+// URL) and LOGIN (the name typed on its login page).
 import { openPage } from './page.mjs';
 
 const base = process.env.URL;
 const shots = process.env.SHOTS;
+const oauth2 = process.env.AUTH === 'oauth2';
 const found = { steps: [] };
 const step = (name) => { found.steps.push([name, Date.now()]); };
 
-const { browser, page, errors, byId, text, waitText } = await openPage();
+// An HTTPS gateway serves the platform's own certificate, which Chromium's store does not hold.
+const { browser, page, errors, byId, text, waitText } =
+  await openPage(base.startsWith('https:') ? { ignoreHTTPSErrors: true } : {});
 const shot = (name) => page.screenshot({ path: `${shots}/${name}.png`, fullPage: true });
 
+// The provider's own pages (oidc-provider's development login and consent forms), as a person
+// fills them in, until the browser is back on the gateway.
+async function signInAtProvider() {
+  const provider = new URL(process.env.ISSUER).origin;
+  const gateway = new URL(base).origin;
+  await page.waitForURL((u) => u.origin === provider);
+  found.providerPages = 0;
+  while (new URL(page.url()).origin === provider) {
+    if (++found.providerPages > 5) throw new Error(`still at the provider: ${page.url()}`);
+    await page.locator('form button[type="submit"], form input[type="submit"]').first().waitFor();
+    const login = page.locator('input[name="login"]');
+    if (await login.count()) {
+      await login.fill(process.env.LOGIN);
+      await page.locator('input[name="password"]').fill('any password');
+    }
+    const here = page.url();
+    await page.locator('form button[type="submit"], form input[type="submit"]').first().click();
+    await page.waitForURL((u) => u.href !== here);
+  }
+  if (new URL(page.url()).origin !== gateway) throw new Error(`signed in, but at ${page.url()}`);
+}
+
 try {
-  // Sign in: the API routes answer 401 and the key prompt appears.
-  await page.goto(base);
+  // Sign in. The API routes answer 401 (API key) or a redirect to the identity provider that
+  // the page sees as an opaque redirect (OAuth2): the sign-in box appears either way.
+  await page.goto(oauth2 ? `${base}?state=open` : base);
   await byId('api-key-form').waitFor();
   // Milliseconds from navigation start to the first page drawn by the Wasm code (Performance API).
   found.firstRenderMs = await page.evaluate(() => performance.now());
-  step('prompted for the key');
-  await byId('api-key').fill(process.env.API_KEY);
-  await byId('api-key').press('Enter');
+  step('prompted to sign in');
+  found.keyTyped = !oauth2;
+  if (oauth2) {
+    await byId('sign-in').click();
+    await signInAtProvider();
+    await page.waitForURL((u) => u.searchParams.get('state') === 'open');
+    found.signedInAt = page.url();
+    step('signed in at the provider');
+  } else {
+    await byId('api-key').fill(process.env.API_KEY);
+    await byId('api-key').press('Enter');
+  }
   await waitText('agents-connected', /^1 of 1 agent/, 60_000);
   step('agent connected');
 
@@ -105,7 +143,8 @@ try {
   found.notebookSandbox = await byId('notebook').getAttribute('sandbox');
   await shot('job');
 
-  // A deep link reopens the same view (the key stays in the tab's session storage).
+  // A deep link reopens the same view (the key stays in the tab's session storage; the OAuth2
+  // session cookie stays with the browser).
   const jobUrl = page.url();
   await page.reload();
   await waitText('job-status', /^succeeded$/);
@@ -156,6 +195,14 @@ try {
   found.diffJob = new URL(page.url()).searchParams.get('job');
   await waitText('job-status', /^(succeeded|failed)$/, 90_000);
   found.diffStatus = await text('job-status');
+  // The words filter of the jobs list: only the diff job has "diff" in it.
+  await byId('job-filter').fill('diff');
+  await page.waitForURL((u) => u.searchParams.get('q') === 'diff');
+  await page.waitForFunction((id) => {
+    const rows = [...document.querySelectorAll('[data-testid="job-row"]')];
+    return rows.length === 1 && rows[0].dataset.job === id;
+  }, found.diffJob);
+  found.jobsMatchingDiff = await page.$$eval('[data-testid="job-row"]', (es) => es.map((e) => e.dataset.job));
   step('collections compared');
 
   // End the session: a confirmation first; Cancel keeps it open.
@@ -182,6 +229,18 @@ try {
   await byId('sessions-empty').waitFor();
   found.openFilterUrl = page.url();
   await byId('session-state-filter').selectOption('ended');
+  await page.locator(`[data-session="${session}"]`).waitFor();
+  // The words filter, in the URL as one types (replaced: Back does not replay every key).
+  const historyBefore = await page.evaluate(() => history.length);
+  await byId('session-filter').fill('E2E');
+  await page.waitForURL((u) => u.searchParams.get('q') === 'E2E');
+  await page.locator(`[data-session="${session}"]`).waitFor();
+  found.wordsCount = await text('list-count');
+  await byId('session-filter').fill('no such words');
+  await byId('sessions-empty').waitFor();
+  found.wordsNoMatch = await text('sessions-empty');
+  found.historyGrew = (await page.evaluate(() => history.length)) - historyBefore;
+  await byId('session-filter').fill('');
   await page.locator(`[data-session="${session}"]`).waitFor();
   found.jobUrl = jobUrl;
   step('ended');

@@ -1,14 +1,69 @@
-//! Live updates without a poll of everything: while `active` says something is in progress (a
-//! collection collecting or stopping, a job queued or running), the page's data is fetched again
-//! every [`PERIOD`]; when nothing is in progress nothing is fetched. Several components may ask
-//! at once (the sessions list and a session's detail): their ticks share one clock, so the data
-//! is fetched once per period, not once per component.
+//! Live updates without a poll of everything.
+//!
+//! - The coordinator's data (sessions, collections, agents' outcomes) follows its changes
+//!   ([`follow_changes`]): one long poll (`GET /changes?since=<version>`) is outstanding at a
+//!   time; when the version moves (a collection started from the CLI, an upload completed, an
+//!   agent timed out) what the page shows is fetched again, at most once a second; when
+//!   nothing changes nothing is fetched but the poll itself, every 25 s.
+//! - The analysis service's jobs have no change feed: while `active` says a job is queued or
+//!   running ([`refresh_while`]), the page's data is fetched again every [`PERIOD`]. Several
+//!   components asking at once share one clock.
 
-use std::{cell::Cell, time::Duration};
+use std::{
+    cell::Cell,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
 
-use leptos::prelude::*;
+use leptos::{prelude::*, task::spawn_local};
 
-use crate::app::Shared;
+use crate::{api, app::Shared};
+
+/// After a change is shown, how long before the next poll (bursts of changes, such as
+/// thousands of agents acknowledging a start, cost one fetch a second).
+const CHANGE_COALESCE: Duration = Duration::from_secs(1);
+/// After a failed poll (signed out, coordinator restarting), how long before the next.
+const CHANGE_RETRY: Duration = Duration::from_secs(5);
+
+/// Resolves after `period` (the browser's timer).
+pub async fn sleep(period: Duration) {
+    let ms = i32::try_from(period.as_millis()).unwrap_or(i32::MAX);
+    let promise = js_sys::Promise::new(&mut |resolve, _| {
+        if let Some(window) = web_sys::window() {
+            let _ = window.set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, ms);
+        }
+    });
+    let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
+}
+
+/// Refreshes `shared` whenever the coordinator's state changes; stops with the calling
+/// component.
+pub fn follow_changes(shared: Shared) {
+    let alive = Arc::new(AtomicBool::new(true));
+    on_cleanup({
+        let alive = alive.clone();
+        move || alive.store(false, Ordering::Relaxed)
+    });
+    spawn_local(async move {
+        let mut since = None;
+        while alive.load(Ordering::Relaxed) {
+            match api::changes(since).await {
+                Ok(now) => {
+                    let moved = since.is_some_and(|v| v != now.version);
+                    since = Some(now.version);
+                    if moved && alive.load(Ordering::Relaxed) {
+                        shared.refresh();
+                        sleep(CHANGE_COALESCE).await;
+                    }
+                }
+                Err(_) => sleep(CHANGE_RETRY).await,
+            }
+        }
+    });
+}
 
 /// How often data in progress is fetched again.
 pub const PERIOD: Duration = Duration::from_millis(1500);

@@ -17,9 +17,11 @@ use nsight_contracts::{
     routes,
     tenant::{LaunchStreamer, Streamer, StreamerPhase},
 };
-use wasm_bindgen_futures::JsFuture;
 
-use crate::api::{self, ApiError};
+use crate::{
+    api::{self, ApiError},
+    components::live::sleep,
+};
 
 /// How often a pending streamer is looked at.
 pub const POLL: Duration = Duration::from_secs(2);
@@ -64,16 +66,6 @@ pub fn no_tenant_api() -> &'static str {
 /// The gateway's path of a streamer.
 pub fn streamer_path(name: &str) -> String {
     format!("{}{name}/", routes::STREAMERS)
-}
-
-async fn sleep(period: Duration) {
-    let ms = i32::try_from(period.as_millis()).unwrap_or(i32::MAX);
-    let promise = js_sys::Promise::new(&mut |resolve, _| {
-        if let Some(window) = web_sys::window() {
-            let _ = window.set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, ms);
-        }
-    });
-    let _ = JsFuture::from(promise).await;
 }
 
 /// Polls `name` until it is Ready, fails, or [`PATIENCE`] runs out.

@@ -1,4 +1,5 @@
-//! Analysis jobs: the list (filtered by status, the filter in the URL) and one job in detail:
+//! Analysis jobs: the list (filtered by status and by words, both in the URL; a page of rows
+//! drawn at a time, `components::list_filter`) and one job in detail:
 //! its status, times, input, reason and notes, its log, cancel and delete, and its outputs:
 //! each CSV table in a sortable grid with a download, SVG figures inline, and the notebook page.
 //! Data: `GET /jobs?status`, `GET /jobs/{id}`, `/logs`, `/files/<name>`, `/notebook.html`;
@@ -6,13 +7,17 @@
 //! until it ends.
 
 use leptos::{prelude::*, task::spawn_local};
-use nsight_contracts::analysis::{Job, JobStatus, OutputFile};
+use nsight_contracts::{
+    analysis::{Job, JobStatus, OutputFile},
+    listing,
+};
 
 use crate::{
     api,
     app::Shared,
     components::{
         grid::{download_text, CsvGrid},
+        list_filter::{self, ListFilter, Paging},
         live::refresh_while,
         notice::{Notice, NoticeLine},
     },
@@ -58,6 +63,7 @@ pub fn JobsList(shared: Shared) -> impl IntoView {
         let name = s.as_str();
         view! { <option value=name selected=move || status.get().as_deref() == Some(name)>{name}</option> }
     });
+    let paging = Paging::new();
     let list = move || {
         match jobs.get() {
         None => view! { <p>"Loading jobs…"</p> }.into_any(),
@@ -65,11 +71,30 @@ pub fn JobsList(shared: Shared) -> impl IntoView {
         Some(Ok(list)) if list.jobs.is_empty() => view! { <p data-testid="jobs-empty">"No jobs here yet: run a recipe above."</p> }.into_any(),
         Some(Ok(list)) => {
             let selected = shared.view.with(|v| v.job.clone());
-            let rows = list.jobs.into_iter().rev().map(|j| {
+            let q = list_filter::query(shared);
+            let matching: Vec<Job> = list
+                .jobs
+                .into_iter()
+                .rev()
+                .filter(|j| {
+                    let id = j.id.to_string();
+                    let collection = j.collection.clone().unwrap_or_default();
+                    listing::matches(&q, &[&id, &j.recipe, j.status.as_str(), &j.session, &collection])
+                })
+                .collect();
+            if matching.is_empty() {
+                return view! {
+                    <p data-testid="jobs-empty">{format!("No job matches “{}”.", q.trim())}</p>
+                }
+                .into_any();
+            }
+            let window = paging.window(&q, matching.len());
+            let rows = matching.into_iter().take(window.shown).map(|j| {
                 let is = selected.as_deref() == Some(j.id.to_string().as_str());
                 job_row(shared, j, is)
             });
             view! {
+                {Paging::count(window, "job", "jobs")}
                 <table data-testid="jobs">
                     <thead><tr>
                         <th scope="col">"Job"</th><th scope="col">"Recipe"</th><th scope="col">"Status"</th>
@@ -77,6 +102,7 @@ pub fn JobsList(shared: Shared) -> impl IntoView {
                     </tr></thead>
                     <tbody>{rows.collect_view()}</tbody>
                 </table>
+                {paging.more(q, window)}
             }
             .into_any()
         }
@@ -90,6 +116,7 @@ pub fn JobsList(shared: Shared) -> impl IntoView {
                 <option value="" selected=move || status.get().is_none()>"any"</option>
                 {options}
             </select>
+            <ListFilter shared testid="job-filter" label="Find" placeholder="ID, recipe, status or session"/>
             {list}
         </section>
     }

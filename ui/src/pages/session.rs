@@ -3,8 +3,9 @@
 //! (the URL the coordinator signed), "Run analysis" on the whole session or one collection
 //! (opens the analysis tab with that input chosen), and "Compare with the previous collection"
 //! (a `diff` job over the two, opened at once), and "View trace" for the session or one report
-//! (an Nsight Streamer through the tenant API, `components::view_trace`). Data: `GET /sessions/{id}` and
-//! `GET /sessions/{id}/reports`; fetched again while a collection is still open.
+//! (an Nsight Streamer through the tenant API, `components::view_trace`). Data:
+//! `GET /sessions/{id}` and `GET /sessions/{id}/reports`; fetched again whenever the
+//! coordinator's state changes (the sessions page follows it).
 
 use leptos::{prelude::*, task::spawn_local};
 use nsight_contracts::{
@@ -19,7 +20,6 @@ use crate::{
     api::{self, ApiError},
     app::Shared,
     components::{
-        live::refresh_while,
         notice::{Notice, NoticeLine},
         view_trace::ViewTrace,
     },
@@ -265,13 +265,7 @@ pub fn SessionDetail(shared: Shared, id: String) -> impl IntoView {
         shared.reload.track();
         api::reports(reports_id.clone())
     });
-    let live = Signal::derive(move || {
-        session
-            .get()
-            .and_then(Result::ok)
-            .is_some_and(|s| s.collections.iter().any(|c| c.state.is_open()))
-    });
-    refresh_while(shared, live);
+    // Live: the sessions page follows the coordinator's changes (components::live).
     view! {
         <section class="detail" aria-labelledby="detail-heading" data-testid="session-detail">
             <h2 id="detail-heading">"Session " <code>{id}</code></h2>

@@ -1,18 +1,23 @@
 //! The sessions page of one tag: the tag selector, the tag's agents (`pages::agents`) and active
 //! collection, the controls (begin with a title, start, stop, end after a confirmation), and the
 //! tag's sessions with their state, times and collection count; a selected session opens its
-//! detail below (`pages::session`). Data: `GET /status?tag`, `GET /sessions` (all tags, for the
-//! selector) and `GET /sessions?tag`; actions `POST /sessions`, `/start`, `/stop`, `/end`. While
-//! a collection is collecting or stopping the data is fetched again (components::live).
+//! detail below (`pages::session`). The list has a text filter (in the URL) and draws a page of
+//! rows at a time (`components::list_filter`). Data: `GET /status?tag`, `GET /tags` (for the
+//! selector) and `GET /sessions?tag`; actions `POST /sessions`, `/start`, `/stop`, `/end`. What
+//! is shown is fetched again when the coordinator's state changes (components::live).
 
 use leptos::{prelude::*, task::spawn_local};
-use nsight_contracts::coordinator::{SessionState, SessionSummary, Tag, TagStatus};
+use nsight_contracts::{
+    coordinator::{SessionState, SessionSummary, Tag, TagStatus},
+    listing,
+};
 
 use crate::{
     api::{self, ApiError},
     app::Shared,
     components::{
-        live::refresh_while,
+        list_filter::{self, ListFilter, Paging},
+        live::follow_changes,
         notice::{Notice, NoticeLine},
     },
     format::{utc, utc_or_dash},
@@ -25,7 +30,7 @@ use crate::{
 fn TagSelector(shared: Shared) -> impl IntoView {
     let all = LocalResource::new(move || {
         shared.reload.track();
-        api::sessions(None, None)
+        api::tags()
     });
     let typed = RwSignal::new(String::new());
     let error = RwSignal::new(None::<String>);
@@ -34,7 +39,7 @@ fn TagSelector(shared: Shared) -> impl IntoView {
         let mut tags: Vec<String> = all
             .get()
             .and_then(Result::ok)
-            .map(|l| l.sessions.into_iter().map(|s| s.tag.to_string()).collect())
+            .map(|l| l.tags.into_iter().map(|t| t.tag.to_string()).collect())
             .unwrap_or_default();
         tags.push(current);
         tags.push(Tag::DEFAULT.to_owned());
@@ -237,6 +242,7 @@ fn row(shared: Shared, s: SessionSummary, selected: bool) -> impl IntoView {
         tag: s.tag.to_string(),
         session: Some(id.clone()),
         state: shared.view.with_untracked(|v| v.state.clone()),
+        q: shared.view.with_untracked(|v| v.q.clone()),
         ..View::default()
     };
     let label = id.clone();
@@ -275,13 +281,9 @@ pub fn SessionsPage(shared: Shared) -> impl IntoView {
         let name = s.as_str();
         view! { <option value=name selected=move || state.get().as_deref() == Some(name)>{name}</option> }
     });
-    let live = Signal::derive(move || {
-        status
-            .get()
-            .and_then(Result::ok)
-            .is_some_and(|s| s.active_collection.is_some_and(|c| c.state.is_open()))
-    });
-    refresh_while(shared, live);
+    // Whatever changes at the coordinator (here or from the CLI) is fetched again.
+    follow_changes(shared);
+    let paging = Paging::new();
     let list = move || {
         match sessions.get() {
         None => view! { <p data-testid="sessions-loading">"Loading sessions…"</p> }.into_any(),
@@ -299,12 +301,31 @@ pub fn SessionsPage(shared: Shared) -> impl IntoView {
         .into_any(),
         Some(Ok(list)) => {
             let selected = shared.view.with(|v| v.session.clone());
+            let q = list_filter::query(shared);
             // Newest first: the one just begun is at the top.
-            let rows = list.sessions.into_iter().rev().map(|s| {
+            let matching: Vec<SessionSummary> = list
+                .sessions
+                .into_iter()
+                .rev()
+                .filter(|s| {
+                    let id = s.id.to_string();
+                    let title = s.title.as_ref().map(|t| t.to_string()).unwrap_or_default();
+                    listing::matches(&q, &[&id, &title, s.state.as_str()])
+                })
+                .collect();
+            let window = paging.window(&q, matching.len());
+            if matching.is_empty() {
+                return view! {
+                    <p data-testid="sessions-empty">{format!("No session of this tag matches “{}”.", q.trim())}</p>
+                }
+                .into_any();
+            }
+            let rows = matching.into_iter().take(window.shown).map(|s| {
                 let is = selected.as_deref() == Some(s.id.to_string().as_str());
                 row(shared, s, is)
             });
             view! {
+                {Paging::count(window, "session", "sessions")}
                 <table data-testid="sessions">
                     <caption>"Sessions of this tag, newest first"</caption>
                     <thead>
@@ -320,6 +341,7 @@ pub fn SessionsPage(shared: Shared) -> impl IntoView {
                     </thead>
                     <tbody>{rows.collect_view()}</tbody>
                 </table>
+                {paging.more(q, window)}
             }
             .into_any()
         }
@@ -343,6 +365,7 @@ pub fn SessionsPage(shared: Shared) -> impl IntoView {
                     <option value="" selected=move || state.get().is_none()>"any"</option>
                     {state_options}
                 </select>
+                <ListFilter shared testid="session-filter" label="Find" placeholder="ID, title or state"/>
                 <button data-testid="refresh" on:click=move |_| shared.refresh()>"Refresh"</button>
             </div>
             {list}

@@ -16,6 +16,9 @@
 //! `otlp`: spans per second through the OTLP converter, ingest to stored report (see
 //! `bench_otlp.rs`); `otlp-mirror`: what the agent's NVTX mirroring costs the profiled program
 //! (see `bench_otlp_mirror.rs`).
+//!
+//! `ui`: the Cloud UI's size, first render and long lists in headless Chromium (see
+//! `bench_ui.rs`).
 
 use std::{
     net::SocketAddr,
@@ -88,6 +91,20 @@ pub fn run(layout: &Layout, args: &[String]) -> Result<()> {
                 .unwrap_or(200_000);
             crate::bench_otlp_mirror::otlp_mirror(layout, pairs)
         }
+        Some("ui") => {
+            let count = |i: usize, what: &str, default: usize| -> Result<usize> {
+                args.get(i)
+                    .map(|n| n.parse::<usize>())
+                    .transpose()
+                    .with_context(|| format!("{what} must be a number"))
+                    .map(|n| n.unwrap_or(default))
+            };
+            crate::bench_ui::ui(
+                layout,
+                count(1, "SESSIONS", 1_000)?,
+                count(2, "JOBS", 10_000)?,
+            )
+        }
         Some("recipes") => {
             let (rows, runner) = recipes_args(&args[1..])?;
             crate::bench_recipes::recipes(layout, rows, runner)
@@ -95,7 +112,7 @@ pub fn run(layout: &Layout, args: &[String]) -> Result<()> {
         _ => bail!(
             "usage: cargo xtask bench coordinator [AGENTS] [--bin-dir DIR] | storage [SIZE_MIB] \
              | gateway | nvtx | recipes [ROWS] [--layout plain|static|ordered] | timeline [EVENTS] | webhook | operator | auth \
-             | otlp [SPANS] | otlp-mirror [PAIRS]"
+             | otlp [SPANS] | otlp-mirror [PAIRS] | ui [SESSIONS] [JOBS]"
         ),
     }
 }

@@ -120,6 +120,7 @@ pub fn run(layout: &Layout, args: &[String]) -> Result<()> {
         internal_ports_from: 18080,
         collect_for: Duration::from_secs(3),
         tls: flags.tls,
+        extra_args: Vec::new(),
     };
     eprintln!(
         "==> starting the local platform (state in {})",

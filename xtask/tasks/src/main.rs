@@ -14,6 +14,7 @@ mod bench_otlp_mirror;
 mod bench_recipes;
 mod bench_storage;
 mod bench_timeline;
+mod bench_ui;
 mod bench_webhook;
 mod cache_dir;
 mod ci;

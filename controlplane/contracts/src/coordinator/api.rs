@@ -3,6 +3,8 @@
 //!
 //! ```text
 //!  GET  /status?tag&limit           StatusQuery   -> TagStatus
+//!  GET  /tags                                    -> TagList
+//!  GET  /changes?since&wait         ChangesQuery  -> Changes (a long poll)
 //!  GET  /sessions?tag&state         SessionsQuery -> SessionList
 //!  POST /sessions                   BeginSession  -> 201 SessionSummary
 //!  GET  /sessions/{id}                            -> Session
@@ -20,7 +22,7 @@
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
-use super::model::{CollectionId, CollectionState, SessionId};
+use super::model::{CollectionId, CollectionState, SessionId, Tag};
 use super::view::SessionSummary;
 
 /// Agents `status` lists unless `limit` says otherwise; the counts cover all of them.
@@ -83,6 +85,52 @@ pub struct TagAction {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SessionList {
     pub sessions: Vec<SessionSummary>,
+}
+
+/// The longest a `GET /changes` waits for a change, in milliseconds (below the gateway's 60 s
+/// route timeout, and short enough that a client behind a proxy with a 30 s idle limit keeps
+/// its connection).
+pub const MAX_CHANGES_WAIT_MS: u64 = 25_000;
+
+/// `GET /changes`: answer when the coordinator's version differs from `since`, or after `wait`
+/// milliseconds (default and at most [`MAX_CHANGES_WAIT_MS`]); without `since`, at once.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ChangesQuery {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<u64>,
+}
+
+/// The answer of `GET /changes`: a number that changes whenever a session, a collection, an
+/// agent's outcome or an agent's registration does (not on heartbeats). Only equality means
+/// anything: a client that sees another number than it sent fetches what it shows again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Changes {
+    pub version: u64,
+}
+
+/// `GET /tags`: every tag that has sessions, in name order (what a tag selector lists without
+/// reading every session).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct TagList {
+    pub tags: Vec<TagSummary>,
+}
+
+/// One tag of [`TagList`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct TagSummary {
+    pub tag: Tag,
+    /// How many sessions the tag has had (open and ended).
+    pub sessions: usize,
+    /// Whether one of them is open.
+    pub open: bool,
 }
 
 /// `POST /start`.

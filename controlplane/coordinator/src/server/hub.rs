@@ -54,6 +54,8 @@ struct Core {
     dirty_agents: BTreeSet<AgentKey>,
     /// Where ended collections are announced (`converters`), when someone listens.
     settled: Option<tokio::sync::mpsc::UnboundedSender<converters::Settled>>,
+    /// Bumped whenever effects carried out change what users see (`GET /changes`).
+    changes: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 /// When the effects' writes must be durable.
@@ -81,6 +83,7 @@ type Store = Arc<Mutex<Box<dyn StateStore>>>;
 pub struct Hub {
     core: Arc<Mutex<Core>>,
     store: Store,
+    changes: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 /// Locks a mutex. A panic while holding one cannot leave the machine half-updated in a way later
@@ -107,6 +110,9 @@ impl Hub {
         let (sessions, agents) = store.load()?;
         let restored = machine.restore(sessions, agents, now());
         let store: Store = Arc::new(Mutex::new(store));
+        // Versions start at the clock so that a restarted coordinator never answers a client
+        // with the number it had before (the client would miss what changed meanwhile).
+        let changes = Arc::new(tokio::sync::watch::channel(now().0).0);
         let mut core = Core {
             machine,
             links: HashMap::new(),
@@ -114,6 +120,7 @@ impl Hub {
             dirty_sessions: BTreeSet::new(),
             dirty_agents: BTreeSet::new(),
             settled: None,
+            changes: changes.clone(),
         };
         tracing::info!(
             sessions = restored.value.sessions,
@@ -126,6 +133,7 @@ impl Hub {
             Self {
                 core: Arc::new(Mutex::new(core)),
                 store,
+                changes,
             },
             repairs,
         ))
@@ -133,6 +141,11 @@ impl Hub {
 
     fn lock(&self) -> MutexGuard<'_, Core> {
         lock(&self.core)
+    }
+
+    /// The state's version, bumped by every change users see (not by heartbeats).
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
     }
 
     /// Announces every collection that ends from now on on `tx` (the OTLP converters' caller).
@@ -324,6 +337,9 @@ fn carry_out(
     durability: Durability,
 ) -> Result<(), StoreError> {
     let sends = effects.iter().any(|e| matches!(e, Effect::Send { .. }));
+    if !effects.is_empty() {
+        core.changes.send_modify(|v| *v = v.wrapping_add(1));
+    }
     for effect in &effects {
         match effect {
             Effect::Persist { session } => {

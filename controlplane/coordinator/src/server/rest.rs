@@ -11,7 +11,10 @@ use axum::{
     Json, Router,
 };
 use nsight_contracts::{
-    coordinator::{BeginSession, SessionList, SessionsQuery, StatusQuery, TagAction},
+    coordinator::{
+        BeginSession, Changes, ChangesQuery, SessionList, SessionsQuery, StatusQuery, TagAction,
+        TagList, MAX_CHANGES_WAIT_MS,
+    },
     gateway_only::{self, GatewayToken},
     request::{self, query, Body, QueryOf},
     routes,
@@ -52,6 +55,8 @@ pub fn router(
     let objects = reports.as_ref().and_then(|r| r.object_router());
     let api = Router::new()
         .route("/status", get(status))
+        .route("/changes", get(changes))
+        .route("/tags", get(list_tags))
         .route("/sessions", get(list_sessions).post(begin_session))
         .route("/sessions/{id}", get(get_session))
         .route("/sessions/{id}/reports", get(list_reports))
@@ -115,6 +120,29 @@ async fn status(State(hub): State<Hub>, q: QueryOf<StatusQuery>) -> Result<Respo
     // Serialize outside the lock: the view is a copy.
     let view = hub.read(|m| m.status_limited(&tag, limit));
     Ok(Json(view).into_response())
+}
+
+/// The long poll: the state's version once it differs from `since` (or after the wait).
+async fn changes(State(hub): State<Hub>, q: QueryOf<ChangesQuery>) -> Result<Response, Problem> {
+    let q = query(q)?;
+    let mut rx = hub.changes();
+    if let Some(since) = q.since {
+        let wait = std::time::Duration::from_millis(
+            q.wait
+                .unwrap_or(MAX_CHANGES_WAIT_MS)
+                .min(MAX_CHANGES_WAIT_MS),
+        );
+        // Either outcome answers with the version now; a closed channel cannot happen while
+        // the hub lives.
+        let _ = tokio::time::timeout(wait, rx.wait_for(|v| *v != since)).await;
+    }
+    let version = *rx.borrow();
+    Ok(Json(Changes { version }).into_response())
+}
+
+async fn list_tags(State(hub): State<Hub>) -> Response {
+    let tags = hub.read(|m| m.tags());
+    Json(TagList { tags }).into_response()
 }
 
 async fn list_sessions(

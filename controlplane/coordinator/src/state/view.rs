@@ -6,6 +6,7 @@
 pub use nsight_contracts::coordinator::view::{
     AgentCounts, AgentStatus, CollectionSummary, MirroringStatus, SessionSummary, TagStatus,
 };
+pub use nsight_contracts::coordinator::TagSummary;
 
 use crate::state::error::CoordError;
 use crate::state::machine::{AgentEntry, Coordinator};
@@ -93,6 +94,21 @@ impl Coordinator {
             .filter(|(_, c)| !c.state.is_open() && c.completed_at.is_some_and(|t| t >= since))
             .map(|(session, c)| (session, c.id, c.state))
             .collect()
+    }
+
+    /// Every tag that has sessions, in name order, with how many and whether one is open.
+    pub fn tags(&self) -> Vec<TagSummary> {
+        let mut tags: std::collections::BTreeMap<&Tag, TagSummary> = Default::default();
+        for s in self.sessions.values() {
+            let t = tags.entry(&s.tag).or_insert_with(|| TagSummary {
+                tag: s.tag.clone(),
+                sessions: 0,
+                open: false,
+            });
+            t.sessions += 1;
+            t.open |= s.state == SessionState::Open;
+        }
+        tags.into_values().collect()
     }
 
     /// Sessions matching `filter`, oldest first.

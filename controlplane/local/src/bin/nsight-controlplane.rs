@@ -5,6 +5,7 @@ use std::{net::IpAddr, path::PathBuf};
 
 use clap::{Args, Parser, Subcommand};
 use nsight_local::{
+    oauth2::OAuth2Settings,
     plan::{GatewayTls, Plan, Ports, Settings},
     platform,
 };
@@ -19,7 +20,8 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the whole platform on this machine: coordinator, analysis, UI, report storage, the
-    /// xDS server and an Envoy gateway on :8888 (API key auth) and :9000 (downloads).
+    /// xDS server and an Envoy gateway on :8888 (API key auth, OAuth2 sign-in too when asked)
+    /// and :9000 (downloads).
     Local(LocalArgs),
 }
 
@@ -63,9 +65,59 @@ struct LocalArgs {
     /// The private key (PEM) of --tls-cert.
     #[arg(long, requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    #[command(flatten)]
+    oauth2: OAuth2Args,
     /// Print the plan (ports, paths, command lines) as JSON and exit.
     #[arg(long)]
     dry_run: bool,
+}
+
+/// Browser sign-in through an OpenID provider, beside the API key (docs/local-mode.md, "OAuth2
+/// sign-in"); needs HTTPS on the gateway.
+#[derive(Debug, Args)]
+struct OAuth2Args {
+    /// The provider's issuer URL, as its discovery document names it (https://; http:// only on
+    /// this machine's loopback).
+    #[arg(long, requires_all = ["oauth2_client_id", "oauth2_client_secret_file"])]
+    oauth2_issuer: Option<String>,
+    /// The client registered at the provider for the gateway (its redirect URI:
+    /// <gateway URL>/oauth2/callback).
+    #[arg(long, requires = "oauth2_issuer")]
+    oauth2_client_id: Option<String>,
+    /// A file (mode 0600) holding the client's secret.
+    #[arg(
+        long,
+        env = "NSIGHT_OAUTH2_CLIENT_SECRET_FILE",
+        requires = "oauth2_issuer"
+    )]
+    oauth2_client_secret_file: Option<PathBuf>,
+    /// The CA (PEM) that issued the provider's certificate [default: the system's CAs].
+    #[arg(long, requires = "oauth2_issuer")]
+    oauth2_ca_cert: Option<PathBuf>,
+    /// Scopes asked for at sign-in, comma-separated; must include `openid` [default: openid].
+    #[arg(long, value_delimiter = ',', requires = "oauth2_issuer")]
+    oauth2_scopes: Vec<String>,
+    /// `aud` accepted in bearer tokens from the provider, comma-separated [default: the client
+    /// id].
+    #[arg(long, value_delimiter = ',', requires = "oauth2_issuer")]
+    oauth2_audiences: Vec<String>,
+    /// The redirect URI registered at the provider [default: <gateway URL>/oauth2/callback].
+    #[arg(long, requires = "oauth2_issuer")]
+    oauth2_redirect_uri: Option<String>,
+}
+
+impl OAuth2Args {
+    fn settings(&self) -> Option<OAuth2Settings> {
+        Some(OAuth2Settings {
+            issuer: self.oauth2_issuer.clone()?,
+            client_id: self.oauth2_client_id.clone()?,
+            client_secret_file: self.oauth2_client_secret_file.clone()?,
+            ca_cert: self.oauth2_ca_cert.clone(),
+            scopes: self.oauth2_scopes.clone(),
+            audiences: self.oauth2_audiences.clone(),
+            redirect_uri: self.oauth2_redirect_uri.clone(),
+        })
+    }
 }
 
 fn default_state_dir() -> PathBuf {
@@ -123,6 +175,7 @@ fn settings(args: &LocalArgs) -> anyhow::Result<Settings> {
             }),
             _ => args.tls.then_some(GatewayTls::Local),
         },
+        oauth2: args.oauth2.settings(),
     })
 }
 
@@ -137,7 +190,7 @@ async fn main() -> anyhow::Result<()> {
     let Command::Local(args) = Cli::parse().command;
     let settings = settings(&args)?;
     if args.dry_run {
-        let plan = Plan::new(&settings);
+        let plan = Plan::new(&settings).map_err(anyhow::Error::msg)?;
         println!("{}", serde_json::to_string_pretty(&plan)?);
         return Ok(());
     }
@@ -167,6 +220,12 @@ async fn main() -> anyhow::Result<()> {
         plan.gateway_url,
         plan.api_key_file.display()
     );
+    if let Some(o) = &plan.oauth2 {
+        println!(
+            "  sign-in   OAuth2 through {} (client {}, redirect URI {})",
+            o.issuer, o.client_id, o.redirect_uri
+        );
+    }
     println!(
         "  agents    nsight-agent run --coordinator {} --tls-dir {} -- <program>",
         plan.agent_channel,

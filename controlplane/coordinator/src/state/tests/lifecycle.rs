@@ -304,6 +304,30 @@ fn status_and_listing_show_the_active_work() {
 }
 
 #[test]
+fn tags_count_their_sessions_and_say_which_has_one_open() {
+    let mut c = coordinator();
+    assert!(c.tags().is_empty());
+    let (train, eval) = (tag("train"), tag("eval"));
+    for n in 0..3 {
+        let _ = c.begin_session(&train, None, at(n * 10)).unwrap();
+        let _ = c.end_session(&train, None, at(n * 10 + 1)).unwrap();
+    }
+    let _ = c.begin_session(&train, None, at(40)).unwrap();
+    let _ = c.begin_session(&eval, None, at(50)).unwrap();
+    let _ = c.end_session(&eval, None, at(51)).unwrap();
+    let tags: Vec<(String, usize, bool)> = c
+        .tags()
+        .into_iter()
+        .map(|t| (t.tag.to_string(), t.sessions, t.open))
+        .collect();
+    assert_eq!(
+        tags,
+        [("eval".into(), 1, false), ("train".into(), 4, true)],
+        "name order"
+    );
+}
+
+#[test]
 fn limited_status_lists_few_agents_but_counts_all() {
     let (mut c, ..) = with_agents();
     let t = Tag::default();
