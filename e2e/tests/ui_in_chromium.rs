@@ -1,8 +1,8 @@
 //! Toolchain proof 3: the Leptos UI, built to Wasm with wasm-bindgen, rendered by a real
 //! headless Chromium. The asserted text exists only once the Wasm code has run. The sessions
-//! page fetches `/coordinator/v1/sessions` and `/status` from the same origin; here fixture
-//! files answer them (the coordinator's wire form), so the rows prove fetch, decode (the
-//! contract's types) and render in a real browser without any server. The whole flow against
+//! page fetches `/coordinator/v1/sessions`, `/status`, `/tags` and `/changes` from the same
+//! origin; here fixture files answer them (the coordinator's wire form), so the rows prove
+//! fetch, decode (the contract's types) and render in a real browser without any server. The whole flow against
 //! the real platform is `ui_platform.rs`.
 
 #![allow(
@@ -34,6 +34,8 @@ fn chromium_renders_the_wasm_ui() {
     std::fs::create_dir_all(&api).unwrap();
     std::fs::write(api.join("sessions"), SESSIONS).unwrap();
     std::fs::write(api.join("status"), STATUS).unwrap();
+    std::fs::write(api.join("tags"), TAGS).unwrap();
+    std::fs::write(api.join("changes"), r#"{"version":7}"#).unwrap();
     let addr = http::serve_dir(site.path().to_path_buf());
     let dom = dump_dom(&format!("http://{addr}/"));
     assert!(
@@ -114,6 +116,9 @@ fn dump_dom(url: &str) -> String {
 /// `GET /coordinator/v1/sessions` as the coordinator answers it (the fixture server ignores
 /// the query, so the page's `?tag=` listing gets both).
 const SESSIONS: &str = r#"{"sessions":[{"id":"67e55044-10b1-426f-9247-bb680e5fe0c8","tag":"default","title":"baseline run","state":"ended","createdAt":1714564800000,"endedAt":1714564900000,"collections":2},{"id":"11e55044-10b1-426f-9247-bb680e5fe0c8","tag":"baseline-tag","title":null,"state":"open","createdAt":1714564800000,"endedAt":null,"collections":0}]}"#;
+
+/// `GET /coordinator/v1/tags`: the tag selector's list.
+const TAGS: &str = r#"{"tags":[{"tag":"baseline-tag","sessions":1,"open":true},{"tag":"default","sessions":1,"open":false}]}"#;
 
 /// `GET /coordinator/v1/status?tag=default`.
 const STATUS: &str = r#"{"tag":"default","agents":[],"agentCounts":{"known":3,"connected":2},"activeSession":null,"activeCollection":null}"#;

@@ -26,7 +26,7 @@ use crate::{api, app::Shared};
 /// thousands of agents acknowledging a start, cost one fetch a second).
 const CHANGE_COALESCE: Duration = Duration::from_secs(1);
 /// After a failed poll (signed out, coordinator restarting), how long before the next.
-const CHANGE_RETRY: Duration = Duration::from_secs(5);
+const CHANGE_RETRY: Duration = Duration::from_secs(2);
 
 /// Resolves after `period` (the browser's timer).
 pub async fn sleep(period: Duration) {
@@ -49,17 +49,32 @@ pub fn follow_changes(shared: Shared) {
     });
     spawn_local(async move {
         let mut since = None;
+        // A failed poll (not signed in yet, coordinator restarting) leaves a gap in which a
+        // change may have been missed: the first answer after one refreshes whatever it says.
+        let mut failed = false;
         while alive.load(Ordering::Relaxed) {
+            let asked = js_sys::Date::now();
             match api::changes(since).await {
                 Ok(now) => {
-                    let moved = since.is_some_and(|v| v != now.version);
+                    let moved = since.is_some_and(|v| v != now.version) || failed;
+                    let first = since.is_none();
                     since = Some(now.version);
+                    failed = false;
                     if moved && alive.load(Ordering::Relaxed) {
                         shared.refresh();
                         sleep(CHANGE_COALESCE).await;
+                    } else if !first
+                        && js_sys::Date::now() - asked < CHANGE_COALESCE.as_millis() as f64
+                    {
+                        // The same version at once: something between answers without
+                        // waiting (an old coordinator, a cache); never poll in a tight loop.
+                        sleep(CHANGE_COALESCE).await;
                     }
                 }
-                Err(_) => sleep(CHANGE_RETRY).await,
+                Err(_) => {
+                    failed = true;
+                    sleep(CHANGE_RETRY).await;
+                }
             }
         }
     });
