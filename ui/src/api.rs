@@ -247,12 +247,21 @@ pub async fn recipes() -> Result<RecipeList, ApiError> {
     get_json(&analysis("/recipes")).await
 }
 
-/// `GET /jobs` (in `status` when given).
-pub async fn jobs(status: Option<String>) -> Result<JobList, ApiError> {
-    let query = status
-        .map(|s| format!("?status={}", encode(&s)))
-        .unwrap_or_default();
-    get_json(&analysis(&format!("/jobs{query}"))).await
+/// `GET /jobs`: the newest `limit` jobs in `status` holding the `words` (when given), and how
+/// many match in all.
+pub async fn jobs(
+    status: Option<String>,
+    words: Option<String>,
+    limit: usize,
+) -> Result<JobList, ApiError> {
+    let mut query = vec![format!("limit={limit}")];
+    query.extend(status.map(|s| format!("status={}", encode(&s))));
+    query.extend(
+        words
+            .filter(|w| !w.trim().is_empty())
+            .map(|w| format!("q={}", encode(w.trim()))),
+    );
+    get_json(&analysis(&format!("/jobs?{}", query.join("&")))).await
 }
 
 /// `GET /jobs/{id}`.

@@ -45,23 +45,31 @@ async function load(url, id, api) {
 }
 
 // Types `text` into the filter box `input` one key at a time; for each key, the time from the
-// input event to the frame after the list's count line changed.
+// input event to the frame after the list's last change (rows re-drawn or the count line; the
+// jobs list waits for the service's answer). The change is over once nothing moved for 300 ms.
 async function keystrokes(input, text) {
   const times = [];
   for (const ch of text) {
     times.push(await page.evaluate(async ([input, ch]) => {
       const box = document.querySelector(`[data-testid="${input}"]`);
-      const count = () => document.querySelector('[data-testid="list-count"], [data-testid="sessions-empty"], [data-testid="jobs-empty"]')?.textContent;
-      const before = count();
+      const section = box.closest('section') || document.body;
+      let changed = 0;
+      let painted = null;
+      const seen = new MutationObserver(() => {
+        const n = ++changed;
+        requestAnimationFrame(() => setTimeout(() => { if (n === changed) painted = performance.now(); }));
+      });
+      seen.observe(section, { subtree: true, childList: true, characterData: true });
       const t0 = performance.now();
       box.value += ch;
       box.dispatchEvent(new Event('input', { bubbles: true }));
-      const deadline = t0 + 5000;
-      while (count() === before && performance.now() < deadline) {
-        await new Promise((r) => setTimeout(r, 0));
+      let before = -1;
+      while (changed !== before && performance.now() - t0 < 10000) {
+        before = changed;
+        await new Promise((r) => setTimeout(r, 300));
       }
-      await new Promise((r) => requestAnimationFrame(() => setTimeout(r)));
-      return performance.now() - t0;
+      seen.disconnect();
+      return painted === null ? null : painted - t0;
     }, [input, ch]));
   }
   return times;

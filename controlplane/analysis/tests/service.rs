@@ -147,6 +147,26 @@ fn a_job_writes_the_recipes_csv_a_notebook_and_a_page() {
     assert_eq!(job["reports"].as_array().unwrap().len(), 2);
     let (_, succeeded) = svc.get("/v1/jobs?status=succeeded");
     assert_eq!(succeeded["jobs"].as_array().unwrap().len(), 2);
+    assert_eq!(succeeded["matched"], 2);
+    // Words and a limit: the newest matching job only, with how many matched in all.
+    let (_, newest) = svc.get("/v1/jobs?q=NVTX%20s1&limit=1");
+    assert_eq!(newest["matched"], 1, "{newest}");
+    assert_eq!(newest["jobs"][0]["id"], all, "{newest}");
+    let (_, one) = svc.get("/v1/jobs?q=succeeded&limit=1");
+    assert_eq!(
+        (one["matched"].as_u64(), one["jobs"][0]["id"].as_str()),
+        (Some(2), Some(all.as_str()))
+    );
+    let (_, none) = svc.get("/v1/jobs?q=no%20such%20words");
+    assert_eq!(
+        (
+            none["matched"].as_u64(),
+            none["jobs"].as_array().map(Vec::len)
+        ),
+        (Some(0), Some(0))
+    );
+    let long = svc.raw(&format!("/v1/jobs?q={}", "x".repeat(300)));
+    assert_eq!(long.status, 400, "{}", long.body);
 }
 
 #[test]

@@ -5,7 +5,7 @@
 //!  GET    /recipes                     -> RecipeList
 //!  GET    /recipes/{name}              -> RecipeView
 //!  POST   /jobs          JobRequest    -> 202 Job
-//!  GET    /jobs?status   JobsQuery     -> JobList
+//!  GET    /jobs?status&q&limit JobsQuery -> JobList
 //!  GET    /jobs/{id}                   -> Job
 //!  GET    /jobs/{id}/logs              -> JobLogs
 //!  GET    /jobs/{id}/files             -> JobFiles
@@ -171,7 +171,9 @@ pub struct JobRequest {
     pub tag: Option<String>,
 }
 
-/// `GET jobs`: only the jobs in this status (`queued`, `running`, ...).
+/// `GET jobs`: only the jobs in this status (`queued`, `running`, ...), whose ID, recipe,
+/// status, session or collection hold every word of `q` (ignoring case:
+/// [`crate::listing::matches`]), and of those only the newest `limit`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
@@ -179,6 +181,32 @@ pub struct JobsQuery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(with = "JobStatus"))]
     pub status: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("maxLength" = 256)))]
+    pub q: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+}
+
+/// The longest `q` of [`JobsQuery`], in characters.
+pub const MAX_JOBS_QUERY_CHARS: usize = 256;
+
+impl Job {
+    /// Whether the job matches the words `q` (its ID, recipe, status, session, collection).
+    pub fn matches(&self, q: &str) -> bool {
+        let id = self.id.to_string();
+        let collection = self.collection.as_deref().unwrap_or_default();
+        crate::listing::matches(
+            q,
+            &[
+                &id,
+                &self.recipe,
+                self.status.as_str(),
+                &self.session,
+                collection,
+            ],
+        )
+    }
 }
 
 /// `GET jobs`: oldest first.
@@ -186,6 +214,10 @@ pub struct JobsQuery {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct JobList {
     pub jobs: Vec<Job>,
+    /// How many jobs matched the status and the words, before `limit` (absent from older
+    /// services: then `jobs` is all of them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matched: Option<usize>,
 }
 
 /// `GET jobs/{id}/files`.

@@ -283,11 +283,15 @@ pub fn analysis() -> Value {
         }},
         "/jobs": {
             "get": {
-                "summary": "List jobs, oldest first",
-                "parameters": [query("status", "only jobs in this status", s.of::<JobStatus>())],
+                "summary": "List jobs, oldest first; `matched` counts those that match before `limit`",
+                "parameters": [
+                    query("status", "only jobs in this status", s.of::<JobStatus>()),
+                    query("q", "only jobs whose ID, recipe, status, session or collection hold every word (case ignored)", json!({ "type": "string", "maxLength": MAX_JOBS_QUERY_CHARS })),
+                    query("limit", "only the newest this many of those", json!({ "type": "integer", "minimum": 0, "maximum": usize::MAX })),
+                ],
                 "responses": responses(vec![
                     ("200", s.ok::<JobList>("jobs")),
-                    ("400", s.problem("unknown status")),
+                    ("400", s.problem("unknown status, or `q` too long")),
                 ])
             },
             "post": {

@@ -1,7 +1,8 @@
 //! The text filter and the paging of a long list (a tag's sessions, the jobs): the words are in
 //! the URL (`q`, replaced as one types, so a key press adds no history entry), and a page of the
 //! matching rows is drawn, with "Show N more" below (`nsight_contracts::listing`). A tag with
-//! thousands of sessions draws a hundred rows, not thousands.
+//! thousands of sessions draws a hundred rows, not thousands; the jobs list asks the analysis
+//! service for only those rows (`GET /jobs?q=&limit=`).
 
 use leptos::prelude::*;
 use nsight_contracts::listing::Window;
@@ -51,10 +52,14 @@ impl Paging {
 
     /// The window over `total` matching rows for the filter `query`.
     pub fn window(self, query: &str, total: usize) -> Window {
-        let limit = self
-            .limit
-            .with(|(q, n)| (q == query && *n > 0).then_some(*n));
-        Window::new(total, limit)
+        Window::new(total, Some(self.limit(query)))
+    }
+
+    /// How many rows to draw (or to ask a server for) with the filter `query`.
+    pub fn limit(self, query: &str) -> usize {
+        self.limit
+            .with(|(q, n)| (q == query && *n > 0).then_some(*n))
+            .unwrap_or(nsight_contracts::listing::PAGE_ROWS)
     }
 
     /// The count line above the rows: `1 session`, `Showing 100 of 1,000 sessions`.

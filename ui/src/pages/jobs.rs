@@ -7,10 +7,7 @@
 //! until it ends.
 
 use leptos::{prelude::*, task::spawn_local};
-use nsight_contracts::{
-    analysis::{Job, JobStatus, OutputFile},
-    listing,
-};
+use nsight_contracts::analysis::{Job, JobStatus, OutputFile};
 
 use crate::{
     api,
@@ -45,13 +42,17 @@ fn job_row(shared: Shared, job: Job, selected: bool) -> impl IntoView {
     }
 }
 
-/// Every job (newest first), filtered by status.
+/// The newest jobs, filtered by status and words (the service filters and sends a page).
 #[component]
 pub fn JobsList(shared: Shared) -> impl IntoView {
     let status = Memo::new(move |_| shared.view.with(|v| v.status.clone()));
+    let words = Memo::new(move |_| list_filter::query(shared));
+    let paging = Paging::new();
     let jobs = LocalResource::new(move || {
         shared.reload.track();
-        api::jobs(status.get())
+        let words = words.get();
+        let limit = paging.limit(&words);
+        api::jobs(status.get(), Some(words), limit)
     });
     let filter = move |ev: leptos::ev::Event| {
         let value = event_target_value(&ev);
@@ -63,32 +64,23 @@ pub fn JobsList(shared: Shared) -> impl IntoView {
         let name = s.as_str();
         view! { <option value=name selected=move || status.get().as_deref() == Some(name)>{name}</option> }
     });
-    let paging = Paging::new();
     let list = move || {
         match jobs.get() {
         None => view! { <p>"Loading jobs…"</p> }.into_any(),
         Some(Err(e)) => view! { <p role="alert" data-testid="jobs-error">{format!("Cannot list jobs: {e}")}</p> }.into_any(),
-        Some(Ok(list)) if list.jobs.is_empty() => view! { <p data-testid="jobs-empty">"No jobs here yet: run a recipe above."</p> }.into_any(),
+        Some(Ok(list)) if list.jobs.is_empty() && words.get().trim().is_empty() => view! { <p data-testid="jobs-empty">"No jobs here yet: run a recipe above."</p> }.into_any(),
         Some(Ok(list)) => {
             let selected = shared.view.with(|v| v.job.clone());
-            let q = list_filter::query(shared);
-            let matching: Vec<Job> = list
-                .jobs
-                .into_iter()
-                .rev()
-                .filter(|j| {
-                    let id = j.id.to_string();
-                    let collection = j.collection.clone().unwrap_or_default();
-                    listing::matches(&q, &[&id, &j.recipe, j.status.as_str(), &j.session, &collection])
-                })
-                .collect();
+            let q = words.get();
+            // An older service ignores `q` and `limit`: filter and cut here too.
+            let matching: Vec<Job> = list.jobs.into_iter().rev().filter(|j| j.matches(&q)).collect();
             if matching.is_empty() {
                 return view! {
                     <p data-testid="jobs-empty">{format!("No job matches “{}”.", q.trim())}</p>
                 }
                 .into_any();
             }
-            let window = paging.window(&q, matching.len());
+            let window = paging.window(&q, list.matched.unwrap_or(matching.len()));
             let rows = matching.into_iter().take(window.shown).map(|j| {
                 let is = selected.as_deref() == Some(j.id.to_string().as_str());
                 job_row(shared, j, is)

@@ -139,15 +139,19 @@ fn ms(v: &Value, key: &str) -> String {
 }
 
 fn keys(v: &Value) -> String {
-    let all: Vec<f64> = v["keystrokes"]
+    // `null`: the key changed nothing on screen (the same rows matched).
+    let all: Vec<Option<f64>> = v["keystrokes"]
         .as_array()
-        .map(|a| a.iter().filter_map(Value::as_f64).collect())
+        .map(|a| a.iter().map(Value::as_f64).collect())
         .unwrap_or_default();
     if all.is_empty() {
         return "-".into();
     }
-    let max = all.iter().copied().fold(0.0, f64::max);
-    let shown: Vec<String> = all.iter().map(|x| format!("{x:.0}")).collect();
+    let max = all.iter().flatten().copied().fold(0.0, f64::max);
+    let shown: Vec<String> = all
+        .iter()
+        .map(|x| x.map_or_else(|| "no change".into(), |x| format!("{x:.0}")))
+        .collect();
     format!("{} ms (max {max:.0})", shown.join(", "))
 }
 

@@ -127,10 +127,15 @@ pub fn build_all(layout: &Layout) -> Result<PathBuf> {
 }
 
 fn artifact(layout: &Layout, target: &str, krate: &str) -> PathBuf {
+    artifact_of(layout, target, "wasm", krate)
+}
+
+/// The `.wasm` cargo writes for `krate` built with `--profile profile`.
+fn artifact_of(layout: &Layout, target: &str, profile: &str, krate: &str) -> PathBuf {
     layout
         .wasm_target()
         .join(target)
-        .join("wasm")
+        .join(profile)
         .join(format!("{}.wasm", krate.replace('-', "_")))
 }
 
@@ -180,10 +185,13 @@ fn build_recipes(layout: &Layout, dist: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The UI's cargo profile (the root `Cargo.toml`: `wasm` at `opt-level = "z"`).
+const UI_PROFILE: &str = "wasm-ui";
+
 fn build_ui(layout: &Layout, out: &Path) -> Result<()> {
     let target = "wasm32-unknown-unknown";
     let mut c = wasm_cargo(layout, "build");
-    c.args(["--profile", "wasm", "--target", target, "-p", UI_CRATE]);
+    c.args(["--profile", UI_PROFILE, "--target", target, "-p", UI_CRATE]);
     run(&mut c)?;
     let _ = fs::remove_dir_all(out);
     fs::create_dir_all(out)?;
@@ -197,7 +205,7 @@ fn build_ui(layout: &Layout, out: &Path) -> Result<()> {
         ])
         .arg("--out-dir")
         .arg(out)
-        .arg(artifact(layout, target, UI_CRATE)))?;
+        .arg(artifact_of(layout, target, UI_PROFILE, UI_CRATE)))?;
     let wasm = out.join("nsight_ui_bg.wasm");
     run(Command::new(layout.wasm_opt())
         .args([

@@ -99,8 +99,26 @@ async fn list_jobs(State(svc): State<Service>, q: QueryOf<JobsQuery>) -> Result<
             Problem::bad_request(format!("status `{raw}` is not one of: {}", all.join(", ")))
         })?),
     };
+    let words = q.q.unwrap_or_default();
+    if words.chars().count() > nsight_contracts::analysis::MAX_JOBS_QUERY_CHARS {
+        return Err(Problem::bad_request(format!(
+            "`q` is longer than {} characters",
+            nsight_contracts::analysis::MAX_JOBS_QUERY_CHARS
+        )));
+    }
+    let mut jobs: Vec<_> = svc
+        .list(status)
+        .into_iter()
+        .filter(|j| j.matches(&words))
+        .collect();
+    let matched = jobs.len();
+    if let Some(limit) = q.limit {
+        // The newest `limit`, still oldest first.
+        jobs.drain(..matched.saturating_sub(limit));
+    }
     Ok(Json(JobList {
-        jobs: svc.list(status),
+        jobs,
+        matched: Some(matched),
     })
     .into_response())
 }
