@@ -98,6 +98,18 @@ fn keys_json(keys: &[ApiKey]) -> Value {
     Value::Array(keys.iter().map(ApiKey::to_json).collect())
 }
 
+/// Whether `host` is a name (or IPv4 address) an issuer URL may carry for the filter's
+/// upstream: letters, digits, `.` and `-`, not starting with `.` or `-`, at most 253 bytes (no
+/// user info, no IPv6 literal). Shared by the operator and local mode.
+pub fn is_issuer_host(host: &str) -> bool {
+    !host.is_empty()
+        && host.len() <= 253
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+        && !host.starts_with(['.', '-'])
+}
+
 /// OAuth2 / OpenID Connect sign-in (docs/auth.md, "OAuth2"): discovery, the token endpoint and
 /// the JWKS are reached through the Envoy cluster `cluster` (HTTPS: an upstream with TLS).
 #[derive(Clone, PartialEq, Eq)]

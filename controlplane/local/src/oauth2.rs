@@ -102,6 +102,14 @@ pub fn issuer_endpoint(issuer: &str) -> Result<IssuerEndpoint, String> {
         ));
     };
     let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let no_host = || {
+        format!(
+            "--oauth2-issuer {issuer:?} has no usable host name (letters, digits, '.' and '-'; no user info, no IPv6 literal)"
+        )
+    };
+    if authority.starts_with('[') || authority.contains('@') {
+        return Err(no_host());
+    }
     let (host, port) = match authority.split_once(':') {
         Some((host, port)) => (
             host,
@@ -112,16 +120,8 @@ pub fn issuer_endpoint(issuer: &str) -> Result<IssuerEndpoint, String> {
         ),
         None => (authority, if tls { 443 } else { 80 }),
     };
-    let usable = !host.is_empty()
-        && host.len() <= 253
-        && host
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
-        && !host.starts_with(['.', '-']);
-    if !usable {
-        return Err(format!(
-            "--oauth2-issuer {issuer:?} has no usable host name (letters, digits, '.' and '-'; no user info, no IPv6 literal)"
-        ));
+    if !nsight_gateway::auth::is_issuer_host(host) {
+        return Err(no_host());
     }
     let host = host.to_ascii_lowercase();
     let loopback = host == "localhost" || host.parse::<Ipv4Addr>().is_ok_and(|ip| ip.is_loopback());

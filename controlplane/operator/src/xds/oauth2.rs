@@ -62,13 +62,7 @@ pub fn issuer_endpoint(issuer: &str) -> Result<(String, u16), String> {
         ),
         None => (authority, 443),
     };
-    let ok = !host.is_empty()
-        && host.len() <= 253
-        && host
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
-        && !host.starts_with(['.', '-']);
-    if !ok {
+    if !nsight_gateway::auth::is_issuer_host(host) {
         return Err(bad_host());
     }
     Ok((host.to_ascii_lowercase(), port))
