@@ -88,15 +88,37 @@ async fn wait_ready(name: String) -> Stage {
     ))
 }
 
+thread_local! {
+    /// What followed each launch, by the launch's body: the page draws a session's detail again
+    /// whenever the coordinator's state changes (components::live), and a button drawn again
+    /// must still show the streamer it launched, and the wait must reach it.
+    static STAGES: std::cell::RefCell<std::collections::HashMap<String, ArcRwSignal<Stage>>> =
+        Default::default();
+}
+
+/// The stage of the launch `request`, kept across redraws of its button.
+fn stage_of(request: &LaunchStreamer) -> ArcRwSignal<Stage> {
+    let key = serde_json::to_string(request).unwrap_or_default();
+    STAGES.with(|stages| {
+        stages
+            .borrow_mut()
+            .entry(key)
+            .or_insert_with(|| ArcRwSignal::new(Stage::Idle))
+            .clone()
+    })
+}
+
 /// The "View trace" button for `request` (a session or one report) and what followed.
 #[component]
 pub fn ViewTrace(request: LaunchStreamer, testid: &'static str) -> impl IntoView {
-    let stage = RwSignal::new(Stage::Idle);
+    let stage = stage_of(&request);
+    let shown = stage.clone();
     let click = move |_| {
         if matches!(stage.get_untracked(), Stage::Launching | Stage::Waiting(_)) {
             return;
         }
         let request = request.clone();
+        let stage = stage.clone();
         stage.set(Stage::Launching);
         spawn_local(async move {
             match api::launch_streamer(request).await {
@@ -112,7 +134,7 @@ pub fn ViewTrace(request: LaunchStreamer, testid: &'static str) -> impl IntoView
         });
     };
     let status = move || {
-        match stage.get() {
+        match shown.get() {
         Stage::Idle => None,
         Stage::Launching => Some(
             view! { <span role="status" data-testid=testid>" Launching a streamer…"</span> }
