@@ -14,8 +14,8 @@
 use nsight_contracts::{
     analysis::{Job, JobList, JobLogs, JobRequest, RecipeList},
     coordinator::{
-        BeginSession, Changes, Ended, ReportListing, Session, SessionList, SessionSummary, Started,
-        Stopped, TagAction, TagList, TagStatus,
+        BeginSession, Ended, ReportListing, Session, SessionList, SessionSummary, Started, Stopped,
+        TagAction, TagList, TagStatus,
     },
     routes,
     tenant::{LaunchStreamer, Streamer, StreamerList},
@@ -168,13 +168,6 @@ fn coordinator(path: &str) -> String {
 
 fn analysis(path: &str) -> String {
     format!("{}{path}", routes::ANALYSIS_V1)
-}
-
-/// `GET /changes?since`: the coordinator's version, once it differs from `since` (a long poll of
-/// at most `MAX_CHANGES_WAIT_MS`); at once without `since`.
-pub async fn changes(since: Option<u64>) -> Result<Changes, ApiError> {
-    let query = since.map(|v| format!("?since={v}")).unwrap_or_default();
-    get_json(&coordinator(&format!("/changes{query}"))).await
 }
 
 /// `GET /tags`: every tag that has sessions (the tag selector).

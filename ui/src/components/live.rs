@@ -1,32 +1,15 @@
-//! Live updates without a poll of everything.
-//!
-//! - The coordinator's data (sessions, collections, agents' outcomes) follows its changes
-//!   ([`follow_changes`]): one long poll (`GET /changes?since=<version>`) is outstanding at a
-//!   time; when the version moves (a collection started from the CLI, an upload completed, an
-//!   agent timed out) what the page shows is fetched again, at most once a second; when
-//!   nothing changes nothing is fetched but the poll itself, every 25 s.
-//! - The analysis service's jobs have no change feed: while `active` says a job is queued or
-//!   running ([`refresh_while`]), the page's data is fetched again every [`PERIOD`]. Several
-//!   components asking at once share one clock.
+//! Live updates without a poll of everything: while `active` says something is in progress (a
+//! collection collecting or stopping, a job queued or running), the page's data is fetched again
+//! every [`PERIOD`]; when nothing is in progress nothing is fetched. Several components may ask
+//! at once (the sessions list and a session's detail): their ticks share one clock, so the data
+//! is fetched once per period, not once per component. (The coordinator's `GET /changes` long
+//! poll is not followed yet: see docs/ui.md, "Not done yet".)
 
-use std::{
-    cell::Cell,
-    sync::{
-        atomic::{AtomicBool, Ordering},
-        Arc,
-    },
-    time::Duration,
-};
+use std::{cell::Cell, time::Duration};
 
-use leptos::{prelude::*, task::spawn_local};
+use leptos::prelude::*;
 
-use crate::{api, app::Shared};
-
-/// After a change is shown, how long before the next poll (bursts of changes, such as
-/// thousands of agents acknowledging a start, cost one fetch a second).
-const CHANGE_COALESCE: Duration = Duration::from_secs(1);
-/// After a failed poll (signed out, coordinator restarting), how long before the next.
-const CHANGE_RETRY: Duration = Duration::from_secs(2);
+use crate::app::Shared;
 
 /// Resolves after `period` (the browser's timer).
 pub async fn sleep(period: Duration) {
@@ -37,47 +20,6 @@ pub async fn sleep(period: Duration) {
         }
     });
     let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
-}
-
-/// Refreshes `shared` whenever the coordinator's state changes; stops with the calling
-/// component.
-pub fn follow_changes(shared: Shared) {
-    let alive = Arc::new(AtomicBool::new(true));
-    on_cleanup({
-        let alive = alive.clone();
-        move || alive.store(false, Ordering::Relaxed)
-    });
-    spawn_local(async move {
-        let mut since = None;
-        // A failed poll (not signed in yet, coordinator restarting) leaves a gap in which a
-        // change may have been missed: the first answer after one refreshes whatever it says.
-        let mut failed = false;
-        while alive.load(Ordering::Relaxed) {
-            let asked = js_sys::Date::now();
-            match api::changes(since).await {
-                Ok(now) => {
-                    let moved = since.is_some_and(|v| v != now.version) || failed;
-                    let first = since.is_none();
-                    since = Some(now.version);
-                    failed = false;
-                    if moved && alive.load(Ordering::Relaxed) {
-                        shared.refresh();
-                        sleep(CHANGE_COALESCE).await;
-                    } else if !first
-                        && js_sys::Date::now() - asked < CHANGE_COALESCE.as_millis() as f64
-                    {
-                        // The same version at once: something between answers without
-                        // waiting (an old coordinator, a cache); never poll in a tight loop.
-                        sleep(CHANGE_COALESCE).await;
-                    }
-                }
-                Err(_) => {
-                    failed = true;
-                    sleep(CHANGE_RETRY).await;
-                }
-            }
-        }
-    });
 }
 
 /// How often data in progress is fetched again.

@@ -4,8 +4,8 @@
 //! (opens the analysis tab with that input chosen), and "Compare with the previous collection"
 //! (a `diff` job over the two, opened at once), and "View trace" for the session or one report
 //! (an Nsight Streamer through the tenant API, `components::view_trace`). Data:
-//! `GET /sessions/{id}` and `GET /sessions/{id}/reports`; fetched again whenever the
-//! coordinator's state changes (the sessions page follows it).
+//! `GET /sessions/{id}` and `GET /sessions/{id}/reports`; fetched again while a collection is
+//! still open.
 
 use leptos::{prelude::*, task::spawn_local};
 use nsight_contracts::{
@@ -20,6 +20,7 @@ use crate::{
     api::{self, ApiError},
     app::Shared,
     components::{
+        live::refresh_while,
         notice::{Notice, NoticeLine},
         view_trace::ViewTrace,
     },
@@ -265,7 +266,13 @@ pub fn SessionDetail(shared: Shared, id: String) -> impl IntoView {
         shared.reload.track();
         api::reports(reports_id.clone())
     });
-    // Live: the sessions page follows the coordinator's changes (components::live).
+    let live = Signal::derive(move || {
+        session
+            .get()
+            .and_then(Result::ok)
+            .is_some_and(|s| s.collections.iter().any(|c| c.state.is_open()))
+    });
+    refresh_while(shared, live);
     view! {
         <section class="detail" aria-labelledby="detail-heading" data-testid="session-detail">
             <h2 id="detail-heading">"Session " <code>{id}</code></h2>

@@ -3,8 +3,8 @@
 //! tag's sessions with their state, times and collection count; a selected session opens its
 //! detail below (`pages::session`). The list has a text filter (in the URL) and draws a page of
 //! rows at a time (`components::list_filter`). Data: `GET /status?tag`, `GET /tags` (for the
-//! selector) and `GET /sessions?tag`; actions `POST /sessions`, `/start`, `/stop`, `/end`. What
-//! is shown is fetched again when the coordinator's state changes (components::live).
+//! selector) and `GET /sessions?tag`; actions `POST /sessions`, `/start`, `/stop`, `/end`. While
+//! a collection is collecting or stopping the data is fetched again (components::live).
 
 use leptos::{prelude::*, task::spawn_local};
 use nsight_contracts::{
@@ -17,7 +17,7 @@ use crate::{
     app::Shared,
     components::{
         list_filter::{self, ListFilter, Paging},
-        live::follow_changes,
+        live::refresh_while,
         notice::{Notice, NoticeLine},
     },
     format::{utc, utc_or_dash},
@@ -281,8 +281,13 @@ pub fn SessionsPage(shared: Shared) -> impl IntoView {
         let name = s.as_str();
         view! { <option value=name selected=move || state.get().as_deref() == Some(name)>{name}</option> }
     });
-    // Whatever changes at the coordinator (here or from the CLI) is fetched again.
-    follow_changes(shared);
+    let live = Signal::derive(move || {
+        status
+            .get()
+            .and_then(Result::ok)
+            .is_some_and(|s| s.active_collection.is_some_and(|c| c.state.is_open()))
+    });
+    refresh_while(shared, live);
     let paging = Paging::new();
     let list = move || {
         match sessions.get() {
