@@ -1,6 +1,6 @@
 //! Toolchain proof 3: the Leptos UI, built to Wasm with wasm-bindgen, rendered by a real
 //! headless Chromium. The asserted text exists only once the Wasm code has run. The sessions
-//! page fetches `/coordinator/v1/sessions`, `/status`, `/tags` and `/changes` from the same
+//! page fetches `/coordinator/v1/sessions`, `/status` and `/tags` from the same
 //! origin; here fixture files answer them (the coordinator's wire form), so the rows prove
 //! fetch, decode (the contract's types) and render in a real browser without any server. The whole flow against
 //! the real platform is `ui_platform.rs`.
@@ -35,7 +35,6 @@ fn chromium_renders_the_wasm_ui() {
     std::fs::write(api.join("sessions"), SESSIONS).unwrap();
     std::fs::write(api.join("status"), STATUS).unwrap();
     std::fs::write(api.join("tags"), TAGS).unwrap();
-    std::fs::write(api.join("changes"), r#"{"version":7}"#).unwrap();
     let addr = http::serve_dir(site.path().to_path_buf());
     let dom = dump_dom(&format!("http://{addr}/"));
     assert!(
