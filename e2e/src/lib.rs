@@ -16,6 +16,7 @@ pub mod browser;
 pub mod cli;
 pub mod cluster;
 pub mod demo;
+pub mod echo;
 pub mod envoy;
 pub mod gateway;
 pub mod http;

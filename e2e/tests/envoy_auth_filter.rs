@@ -219,3 +219,118 @@ fn filters_export_only_the_hooks_they_implement() {
         assert_eq!(got, expect(hooks), "{module}: run `cargo xtask build-wasm`");
     }
 }
+
+/// Streamer grants (docs/auth.md, "Streamer grants"): a page holding the API key asks for a
+/// grant, and a request without the key (a new tab) then reaches that one streamer's path, as the
+/// key's identity and without the grant cookie; nothing else opens with it.
+#[test]
+fn a_streamer_grant_opens_that_streamer_without_the_key_and_nothing_else() {
+    for module in MODULES {
+        streamer_grant(module);
+    }
+}
+
+fn streamer_grant(module: &str) {
+    let dir = TempDir::new("envoy-grant");
+    let config =
+        format!(r#"{{"mode":"api-key","api_keys":[{{"key":"{KEY}","tenant":"team-a"}}]}}"#);
+    let (listen, admin) = (free_port(), free_port());
+    let yaml = envoy::auth_filter_config(
+        listen,
+        admin,
+        &wasm_artifact(module),
+        &config,
+        Behind::Upstream(nsight_e2e::echo::auth_headers_echo()),
+    );
+    std::fs::write(dir.path().join("envoy.yaml"), yaml).unwrap();
+    let mut cmd = Command::new(envoy_bin());
+    cmd.arg("-c").arg(dir.path().join("envoy.yaml")).args([
+        "--use-dynamic-base-id",
+        "--log-level",
+        "info",
+    ]);
+    let envoy = Running::spawn("envoy", cmd, &dir.path().join("envoy.log"));
+    let listen: SocketAddr = ([127, 0, 0, 1], listen).into();
+    assert!(
+        wait_for_tcp(listen, Duration::from_secs(20)),
+        "{}",
+        envoy.log()
+    );
+    let bearer = format!("Bearer {KEY}");
+    let grant_path = "/streamers/streamer-4xk2p/.nsight-grant";
+
+    // Asking needs the key, and POST.
+    let without = http::request(listen, "POST", grant_path, &[], Some("")).unwrap();
+    assert_eq!(without.status, 401, "{module}: {without:?}");
+    assert_eq!(without.header("set-cookie"), None);
+    let by_get = http::get(listen, grant_path, &[("Authorization", &bearer)]).unwrap();
+    assert_eq!(by_get.status, 405, "{module}: {by_get:?}");
+    assert!(by_get.body.contains("POST"), "{by_get:?}");
+
+    let granted = http::request(
+        listen,
+        "POST",
+        grant_path,
+        &[("Authorization", &bearer)],
+        Some(""),
+    )
+    .unwrap();
+    assert_eq!(granted.status, 204, "{module}: {granted:?}");
+    let set = granted.header("set-cookie").unwrap_or_default().to_owned();
+    assert!(
+        set.starts_with("nsight_grant=")
+            && set.contains("; Path=/streamers/streamer-4xk2p/;")
+            && set.contains("HttpOnly")
+            && set.contains("Secure")
+            && set.contains("SameSite=Strict"),
+        "{module}: {set}"
+    );
+    let pair = set.split(';').next().unwrap().to_owned();
+    let cookie = format!("theme=dark; {pair}");
+
+    // The new tab: no key, the cookie. Forwarded as the key's identity, the grant removed.
+    let opened = http::get(
+        listen,
+        "/streamers/streamer-4xk2p/index.html",
+        &[("Cookie", &cookie)],
+    )
+    .unwrap();
+    assert_eq!(opened.status, 200, "{module}: {opened:?}");
+    assert_eq!(
+        opened.body, "identity=api-key:team-a\ncookie=theme=dark",
+        "{module}"
+    );
+
+    // Not another streamer, not the APIs, not altered, not with a wrong key beside it.
+    for (path, cookie) in [
+        ("/streamers/streamer-other/", cookie.clone()),
+        ("/coordinator/v1/status", cookie.clone()),
+        (
+            "/streamers/streamer-4xk2p/../streamer-other/",
+            cookie.clone(),
+        ),
+        (
+            "/streamers/streamer-4xk2p/",
+            cookie.replace("nsight_grant=", "nsight_grant=x"),
+        ),
+    ] {
+        let r = http::get(listen, path, &[("Cookie", &cookie)]).unwrap();
+        assert_eq!(r.status, 401, "{module}: {path} with {cookie}: {r:?}");
+    }
+    let wrong_key = http::get(
+        listen,
+        "/streamers/streamer-4xk2p/",
+        &[
+            ("Cookie", &cookie),
+            ("Authorization", "Bearer not-the-key-000000000"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(wrong_key.status, 401, "{module}: {wrong_key:?}");
+    assert!(
+        !envoy.log().contains(KEY),
+        "the API key leaked into Envoy's log"
+    );
+    drop(envoy);
+    let _ = admin;
+}

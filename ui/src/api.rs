@@ -288,6 +288,22 @@ pub async fn delete_streamer(name: String) -> Result<(), ApiError> {
     send("DELETE", &path, None).await.map(|_| ())
 }
 
+/// `POST /streamers/{name}/.nsight-grant`: with an API key, a cookie that lets a new tab open the
+/// streamer (a navigation carries no `Authorization` header). Nothing to ask for without a key
+/// (an OAuth2 gateway's session cookie already goes with the tab).
+pub async fn grant_streamer(name: String) -> Result<(), ApiError> {
+    if auth::api_key().is_none() {
+        return Ok(());
+    }
+    let path = format!(
+        "{}{}/{}",
+        routes::STREAMERS,
+        encode(&name),
+        routes::STREAMER_GRANT
+    );
+    send("POST", &path, None).await.map(|_| ())
+}
+
 /// `GET /tenant/v1/streamers/{name}` (reading one also keeps it from being reaped).
 pub async fn streamer(name: String) -> Result<Streamer, ApiError> {
     get_json(&format!(

@@ -31,6 +31,10 @@ pub const TENANT_V1: &str = "/tenant/v1";
 /// Where the gateway serves each NsightStreamer of its namespace: `/streamers/<name>/`, behind
 /// its authentication, forwarded to the streamer's Service at `/` ("View trace" opens it).
 pub const STREAMERS: &str = "/streamers/";
+/// The last segment of a streamer grant: `POST /streamers/<name>/.nsight-grant` with the API
+/// key gets a cookie that opens `/streamers/<name>/` in a new tab, where no `Authorization`
+/// header goes (the auth filter's `grant` module; docs/auth.md, "Streamer grants").
+pub const STREAMER_GRANT: &str = ".nsight-grant";
 
 /// Report downloads through URLs signed by the coordinator (a local report store); the object
 /// key follows.

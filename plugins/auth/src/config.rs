@@ -126,6 +126,18 @@ pub enum AuthConfig {
     },
 }
 
+impl AuthConfig {
+    /// The API keys accepted (beside a JWT or OAuth2 policy, or alone); none when unauthenticated.
+    pub fn api_keys(&self) -> &[ApiKey] {
+        match self {
+            Self::Unauthenticated => &[],
+            Self::ApiKey { api_keys }
+            | Self::Jwt { api_keys, .. }
+            | Self::Oauth2 { api_keys, .. } => api_keys,
+        }
+    }
+}
+
 impl std::fmt::Debug for AuthConfig {
     /// Never prints a key.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -17,6 +17,7 @@ use proxy_wasm::{
 
 use crate::{
     config::AuthConfig,
+    grant,
     jwt::KeySource,
     policy::{decide_with, Decision, Denial},
     remote::{JwksCache, RemoteJwks, MAX_JWKS_BYTES},
@@ -36,6 +37,7 @@ proxy_wasm::main! {{
         Box::new(AuthRoot {
             config: Rc::new(AuthConfig::Unauthenticated),
             cache: Cache::default(),
+            grant_key: None,
             oidc: None,
         })
     });
@@ -44,6 +46,8 @@ proxy_wasm::main! {{
 struct AuthRoot {
     config: Rc<AuthConfig>,
     cache: Cache,
+    /// The key streamer grants are sealed under (`grant`): from the API keys, if any.
+    grant_key: Option<Rc<Vec<u8>>>,
     /// OAuth2 mode: discovery and sessions.
     oidc: Option<Rc<oidc_glue::OidcShared>>,
 }
@@ -169,6 +173,7 @@ impl RootContext for AuthRoot {
         match AuthConfig::parse(&bytes) {
             Ok(config) => {
                 log::info(&format!("nsight auth filter configured: {config:?}"));
+                self.grant_key = grant::grant_key(config.api_keys()).map(Rc::new);
                 self.config = Rc::new(config);
                 // New configuration, new keys: never verify with another issuer's cache.
                 self.cache = Cache::default();
@@ -218,6 +223,7 @@ impl RootContext for AuthRoot {
         Some(Box::new(AuthRequest {
             config: bearer.unwrap_or_else(|| Rc::clone(&self.config)),
             cache: Rc::clone(&self.cache),
+            grant_key: self.grant_key.clone(),
             waiting: None,
             oidc: self
                 .oidc
@@ -234,6 +240,7 @@ impl RootContext for AuthRoot {
 struct AuthRequest {
     config: Rc<AuthConfig>,
     cache: Cache,
+    grant_key: Option<Rc<Vec<u8>>>,
     /// Paused for a JWKS refresh: the request's `Authorization` and the refusal if it fails.
     waiting: Option<(Option<String>, Denial)>,
     /// OAuth2 mode: the sign-in state of this request.
@@ -309,6 +316,62 @@ impl AuthRequest {
     }
 }
 
+impl AuthRequest {
+    /// Streamer grants (`grant`): answers a grant request, or lets a request without
+    /// credentials through on a grant cookie for its path. `None`: decide as usual. Only paths
+    /// under [`grant::GRANT_PREFIX`] are looked at, and only on gateways with API keys.
+    fn by_grant(
+        &mut self,
+        key: &[u8],
+        decision: &Decision,
+        has_credentials: bool,
+    ) -> Option<Action> {
+        let path = request_header(":path")?;
+        if !path.starts_with(grant::GRANT_PREFIX) {
+            return None;
+        }
+        let Some(now) = now_s() else {
+            return Some(fail("the host clock is not available"));
+        };
+        if let Some(scope) = grant::requested_scope(&path) {
+            if request_header(":method").as_deref() != Some("POST") {
+                return Some(problem(
+                    405,
+                    "a streamer grant is asked for with POST (and the API key)",
+                ));
+            }
+            return Some(match decision {
+                Decision::Allow { identity } => {
+                    let cookie = grant::grant_cookie(key, &scope, identity, now);
+                    let _ = hostcalls::send_http_response(
+                        204,
+                        vec![
+                            ("set-cookie", cookie.as_str()),
+                            ("cache-control", "no-store"),
+                        ],
+                        None,
+                    );
+                    Action::Pause
+                }
+                // A refusal, never a key refresh: a grant is for a request that already passes.
+                Decision::Deny(denial) | Decision::RefreshKeys(denial) => refuse(denial),
+                Decision::Unavailable { .. } => self.act(decision.clone(), None, now, false),
+            });
+        }
+        if has_credentials || matches!(decision, Decision::Allow { .. }) {
+            return None;
+        }
+        let cookies = request_header("cookie")?;
+        let identity = grant::granted_identity(key, &cookies, &path, now)?;
+        let rest = grant::without_grants(&cookies);
+        if hostcalls::set_map_value(MapType::HttpRequestHeaders, "cookie", rest.as_deref()).is_err()
+        {
+            return Some(fail("could not remove the grant cookie"));
+        }
+        Some(self.act(Decision::Allow { identity }, None, now, false))
+    }
+}
+
 impl Context for AuthRequest {
     fn on_http_call_response(
         &mut self,
@@ -373,6 +436,11 @@ impl HttpContext for AuthRequest {
             0
         };
         let decision = self.decide(authorization.as_deref(), now);
+        if let Some(key) = self.grant_key.clone() {
+            if let Some(action) = self.by_grant(&key, &decision, authorization.is_some()) {
+                return action;
+            }
+        }
         self.act(decision, authorization, now, true)
     }
 
@@ -413,6 +481,23 @@ fn refuse(denial: &Denial) -> Action {
             ("content-type", "application/problem+json"),
             ("www-authenticate", challenge.as_str()),
         ],
+        Some(body.as_bytes()),
+    );
+    Action::Pause
+}
+
+/// Answers `status` with a problem document saying `detail`.
+fn problem(status: u32, detail: &str) -> Action {
+    let title = match status {
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        _ => "Bad Request",
+    };
+    let body =
+        serde_json::json!({ "title": title, "status": status, "detail": detail }).to_string();
+    let _ = hostcalls::send_http_response(
+        status,
+        vec![("content-type", "application/problem+json")],
         Some(body.as_bytes()),
     );
     Action::Pause

@@ -7,6 +7,8 @@
 //!                                  decide() (policy.rs, plain Rust, tested on the host)
 //!                                        │   └─ JWT: jwt.rs (claims) + jwks.rs (trusted keys)
 //!                                        │        keys inline, or fetched: remote.rs (cache)
+//!                                        ├─ streamer grants: grant.rs (a cookie for one
+//!                                        │   streamer's path, for a new tab)
 //!                                        ├─ OAuth2: oauth/ (discovery, code flow with PKCE,
 //!                                        │   signed session cookie; glue in filter/oidc_glue.rs)
 //!                                        │ Decision
@@ -17,6 +19,7 @@
 //! the filter refuse to start, which Envoy reports as a rejected (NACKed) configuration.
 
 pub mod config;
+pub mod grant;
 pub mod jwks;
 pub mod jwt;
 pub mod oauth;

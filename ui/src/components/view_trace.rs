@@ -68,6 +68,15 @@ pub fn streamer_path(name: &str) -> String {
     format!("{}{name}/", routes::STREAMERS)
 }
 
+/// Asks the gateway for the cookie that opens streamer `name` in a new tab (API-key mode; see
+/// [`api::grant_streamer`]). A refusal only means the new tab asks for credentials, as before:
+/// logged to the console, not shown.
+pub async fn grant_access(name: String) {
+    if let Err(e) = api::grant_streamer(name.clone()).await {
+        leptos::logging::warn!("no grant for streamer {name}: {e}");
+    }
+}
+
 /// Polls `name` until it is Ready, fails, or [`PATIENCE`] runs out.
 async fn wait_ready(name: String) -> Stage {
     let tries = (PATIENCE.as_millis() / POLL.as_millis()).max(1);
@@ -76,7 +85,10 @@ async fn wait_ready(name: String) -> Stage {
             Ok(Streamer {
                 phase: StreamerPhase::Ready,
                 ..
-            }) => return Stage::Ready { name },
+            }) => {
+                grant_access(name.clone()).await;
+                return Stage::Ready { name };
+            }
             Ok(_) => sleep(POLL).await,
             Err(e) => return Stage::Failed(format!("Streamer {name} can no longer be read: {e}")),
         }
@@ -123,6 +135,7 @@ pub fn ViewTrace(request: LaunchStreamer, testid: &'static str) -> impl IntoView
         spawn_local(async move {
             match api::launch_streamer(request).await {
                 Ok(s) if s.phase == StreamerPhase::Ready => {
+                    grant_access(s.name.clone()).await;
                     stage.set(Stage::Ready { name: s.name })
                 }
                 Ok(s) => {

@@ -15,7 +15,7 @@ use nsight_contracts::tenant::{Streamer, StreamerPhase};
 use crate::{
     api::{self, ApiError},
     app::Shared,
-    components::view_trace::{no_tenant_api, streamer_path},
+    components::view_trace::{grant_access, no_tenant_api, streamer_path},
     format::utc,
 };
 
@@ -26,6 +26,7 @@ fn streamer_row(shared: Shared, s: Streamer, problem: RwSignal<Option<String>>) 
         None => format!("session {}", s.session_id),
     };
     let open = (s.phase == StreamerPhase::Ready).then(|| {
+        spawn_local(grant_access(name.clone()));
         view! { <a href=streamer_path(&name) target="_blank" rel="noopener" data-testid="streamer-open">"open"</a> }
     });
     let delete = {
