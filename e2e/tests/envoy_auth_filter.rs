@@ -14,14 +14,14 @@ use nsight_e2e::{
 
 const KEY: &str = "test-key-0123456789abcdef";
 
-fn envoy_config(listen: u16, admin: u16, filter: &Path, filter_config: &str) -> String {
-    envoy::auth_filter_config(
-        listen,
-        admin,
-        filter,
-        filter_config,
-        Behind::DirectResponse("hello from behind the gateway"),
-    )
+fn envoy_config(
+    listen: u16,
+    admin: u16,
+    filter: &Path,
+    filter_config: &str,
+    behind: Behind<'_>,
+) -> String {
+    envoy::auth_filter_config(listen, admin, filter, filter_config, behind)
 }
 
 /// The full module (every mode) and the lean one (no response-headers hook) the gateway loads
@@ -33,10 +33,25 @@ fn start_envoy(
     module: &str,
     filter_config: &str,
 ) -> (Running, SocketAddr, SocketAddr) {
+    let behind = Behind::DirectResponse("hello from behind the gateway");
+    start_envoy_behind(dir, module, filter_config, behind)
+}
+
+/// Envoy with the filter `module`, configured by `filter_config`, in front of `behind`.
+fn start_envoy_behind(
+    dir: &TempDir,
+    module: &str,
+    filter_config: &str,
+    behind: Behind<'_>,
+) -> (Running, SocketAddr, SocketAddr) {
     let (listen, admin) = (free_port(), free_port());
     let filter = wasm_artifact(module);
     let config = dir.path().join("envoy.yaml");
-    std::fs::write(&config, envoy_config(listen, admin, &filter, filter_config)).unwrap();
+    std::fs::write(
+        &config,
+        envoy_config(listen, admin, &filter, filter_config, behind),
+    )
+    .unwrap();
     let mut cmd = Command::new(envoy_bin());
     cmd.arg("-c")
         .arg(&config)
@@ -234,23 +249,8 @@ fn streamer_grant(module: &str) {
     let dir = TempDir::new("envoy-grant");
     let config =
         format!(r#"{{"mode":"api-key","api_keys":[{{"key":"{KEY}","tenant":"team-a"}}]}}"#);
-    let (listen, admin) = (free_port(), free_port());
-    let yaml = envoy::auth_filter_config(
-        listen,
-        admin,
-        &wasm_artifact(module),
-        &config,
-        Behind::Upstream(nsight_e2e::echo::auth_headers_echo()),
-    );
-    std::fs::write(dir.path().join("envoy.yaml"), yaml).unwrap();
-    let mut cmd = Command::new(envoy_bin());
-    cmd.arg("-c").arg(dir.path().join("envoy.yaml")).args([
-        "--use-dynamic-base-id",
-        "--log-level",
-        "info",
-    ]);
-    let envoy = Running::spawn("envoy", cmd, &dir.path().join("envoy.log"));
-    let listen: SocketAddr = ([127, 0, 0, 1], listen).into();
+    let upstream = Behind::Upstream(nsight_e2e::echo::auth_headers_echo());
+    let (envoy, listen, _admin) = start_envoy_behind(&dir, module, &config, upstream);
     assert!(
         wait_for_tcp(listen, Duration::from_secs(20)),
         "{}",
@@ -332,5 +332,4 @@ fn streamer_grant(module: &str) {
         "the API key leaked into Envoy's log"
     );
     drop(envoy);
-    let _ = admin;
 }
