@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used, reason = "tests fail loudly on unexpected errors")]
 
-use std::{net::SocketAddr, path::Path, process::Command, time::Duration};
+use std::{net::SocketAddr, process::Command, time::Duration};
 
 use nsight_e2e::{
     envoy::{self, Behind},
@@ -13,16 +13,6 @@ use nsight_e2e::{
 };
 
 const KEY: &str = "test-key-0123456789abcdef";
-
-fn envoy_config(
-    listen: u16,
-    admin: u16,
-    filter: &Path,
-    filter_config: &str,
-    behind: Behind<'_>,
-) -> String {
-    envoy::auth_filter_config(listen, admin, filter, filter_config, behind)
-}
 
 /// The full module (every mode) and the lean one (no response-headers hook) the gateway loads
 /// for the modes that never touch the response (`AuthFilter::module_path`).
@@ -49,7 +39,7 @@ fn start_envoy_behind(
     let config = dir.path().join("envoy.yaml");
     std::fs::write(
         &config,
-        envoy_config(listen, admin, &filter, filter_config, behind),
+        envoy::auth_filter_config(listen, admin, &filter, filter_config, behind),
     )
     .unwrap();
     let mut cmd = Command::new(envoy_bin());

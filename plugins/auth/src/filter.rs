@@ -314,9 +314,7 @@ impl AuthRequest {
             }
         }
     }
-}
 
-impl AuthRequest {
     /// Streamer grants (`grant`): answers a grant request, or lets a request without
     /// credentials through on a grant cookie for its path. `None`: decide as usual. Only paths
     /// under [`grant::GRANT_PREFIX`] are looked at, and only on gateways with API keys.
@@ -335,8 +333,7 @@ impl AuthRequest {
         };
         if let Some(scope) = grant::requested_scope(&path) {
             if request_header(":method").as_deref() != Some("POST") {
-                return Some(problem(
-                    405,
+                return Some(method_not_allowed(
                     "a streamer grant is asked for with POST (and the API key)",
                 ));
             }
@@ -486,17 +483,13 @@ fn refuse(denial: &Denial) -> Action {
     Action::Pause
 }
 
-/// Answers `status` with a problem document saying `detail`.
-fn problem(status: u32, detail: &str) -> Action {
-    let title = match status {
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        _ => "Bad Request",
-    };
+/// Answers 405 with a problem document saying `detail`.
+fn method_not_allowed(detail: &str) -> Action {
     let body =
-        serde_json::json!({ "title": title, "status": status, "detail": detail }).to_string();
+        serde_json::json!({ "title": "Method Not Allowed", "status": 405, "detail": detail })
+            .to_string();
     let _ = hostcalls::send_http_response(
-        status,
+        405,
         vec![("content-type", "application/problem+json")],
         Some(body.as_bytes()),
     );

@@ -21,7 +21,10 @@ use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::{config::ApiKey, oauth::cookie};
+use crate::{
+    config::{is_namespace_name, ApiKey},
+    oauth::cookie,
+};
 
 /// Where grants apply: the gateway's streamer routes (`nsight_contracts::routes::STREAMERS`).
 pub const GRANT_PREFIX: &str = "/streamers/";
@@ -63,11 +66,6 @@ pub fn grant_key(api_keys: &[ApiKey]) -> Option<Vec<u8>> {
     Some(mac.finalize().into_bytes().to_vec())
 }
 
-/// Whether `name` is a streamer's name (a DNS-1123 label, as the tenant API creates them).
-fn is_label(name: &str) -> bool {
-    crate::config::is_namespace_name(name)
-}
-
 /// The path without its query string.
 fn path_only(path: &str) -> &str {
     path.split_once('?').map_or(path, |(p, _)| p)
@@ -80,7 +78,8 @@ pub fn requested_scope(path: &str) -> Option<String> {
         .strip_prefix(GRANT_PREFIX)?
         .strip_suffix(GRANT_SEGMENT)?
         .strip_suffix('/')?;
-    is_label(name).then(|| format!("{GRANT_PREFIX}{name}/"))
+    // A streamer's name is a DNS-1123 label, as a namespace's is.
+    is_namespace_name(name).then(|| format!("{GRANT_PREFIX}{name}/"))
 }
 
 /// A granted identity's cookie for `scope`, valid from `now` for [`GRANT_TTL_S`].
@@ -110,12 +109,7 @@ pub fn granted_identity(key: &[u8], cookie_header: &str, path: &str, now: u64) -
     {
         return None;
     }
-    cookie_header
-        .split(';')
-        .filter_map(|pair| {
-            let (k, v) = pair.trim().split_once('=')?;
-            (k == GRANT_COOKIE).then(|| v.trim().trim_matches('"'))
-        })
+    cookie::cookie_values(cookie_header, GRANT_COOKIE)
         .filter_map(|sealed| cookie::open::<Grant>(key, PURPOSE, sealed).ok())
         .find(|g| g.exp > now && g.scope.starts_with(GRANT_PREFIX) && path.starts_with(&g.scope))
         .map(|g| g.id)

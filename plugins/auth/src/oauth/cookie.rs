@@ -108,9 +108,18 @@ pub fn open<T: DeserializeOwned>(
     serde_json::from_slice(&json).map_err(|_| CookieError::Malformed)
 }
 
-/// The value of cookie `name` in a `Cookie` request header.
+/// The value of cookie `name` in a `Cookie` request header (the first, if it is sent twice).
 pub fn cookie_value<'h>(header: &'h str, name: &str) -> Option<&'h str> {
-    header.split(';').find_map(|pair| {
+    cookie_values(header, name).next()
+}
+
+/// Every value of cookie `name` in a `Cookie` request header, in order (cookies of one name on
+/// several paths are all sent).
+pub fn cookie_values<'h, 'n>(
+    header: &'h str,
+    name: &'n str,
+) -> impl Iterator<Item = &'h str> + use<'h, 'n> {
+    header.split(';').filter_map(move |pair| {
         let (k, v) = pair.trim().split_once('=')?;
         (k == name).then(|| v.trim().trim_matches('"'))
     })
