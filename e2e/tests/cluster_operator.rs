@@ -647,6 +647,8 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
     );
     // The same from the browser: "View trace" on the session's page, then the Streamers tab.
     view_trace_in_the_browser(&c, &sys, &gateway, &session);
+    // Reaping on the node: with a short idle time, a streamer nobody opens is deleted.
+    idle_streamers_are_reaped(&c, &sys, &browser, &gateway, &session);
 
     // 6c. The mirrored ranges: the agent sent the collection's ranges as spans through the
     //     Pod's sidecar to the converter, whose stop writes a report beside the agent's, one
@@ -981,7 +983,7 @@ fn converter_deployment() -> Value {
 }
 
 /// Step 6b in headless Chromium (`tests/ui/streamers.mjs`): launch from the session's page, wait
-/// for Ready, read what the link opens, see the streamer and the cap on the Streamers tab,
+/// for Ready, click the link and read the new tab (no key there: the page's streamer grant), see the streamer and the cap on the Streamers tab,
 /// delete it there; then the NsightStreamer is gone from the cluster.
 fn view_trace_in_the_browser(c: &cluster::Cluster, sys: &str, gateway: &str, session: &str) {
     let out = std::process::Command::new("node")
@@ -999,9 +1001,9 @@ fn view_trace_in_the_browser(c: &cluster::Cluster, sys: &str, gateway: &str, ses
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
-        "the browser's View trace failed:\n{}\n{stdout}\n{}",
+        "the browser's View trace failed (its error last):\n{}\n{stdout}\n{}",
+        c.describe_namespace(sys),
         String::from_utf8_lossy(&out.stderr),
-        c.describe_namespace(sys)
     );
     let found: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
         .unwrap_or_else(|e| panic!("{e}: {stdout}"));
@@ -1014,6 +1016,12 @@ fn view_trace_in_the_browser(c: &cluster::Cluster, sys: &str, gateway: &str, ses
     );
     let stand_in = &found["standIn"];
     assert_eq!(stand_in["status"], 200, "{found:#}");
+    assert!(
+        stand_in["url"]
+            .as_str()
+            .is_some_and(|u| u.ends_with(&format!("/streamers/{name}/"))),
+        "the new tab did not stay on the streamer: {found:#}"
+    );
     assert_eq!(stand_in["body"]["standIn"], true, "{found:#}");
     assert_eq!(stand_in["body"]["sessionId"], session, "{found:#}");
     assert_eq!(found["phase"], "ready", "{found:#}");
@@ -1036,6 +1044,86 @@ fn view_trace_in_the_browser(c: &cluster::Cluster, sys: &str, gateway: &str, ses
     assert!(
         streamer_gone(c, sys, &name),
         "the page did not delete streamer {name}"
+    );
+}
+
+/// Step 6d: the NsightTenantOperator's `streamerLaunch.idleTimeout` set to 4 s (the operator
+/// rolls the tenant API with `--idle-timeout 4s`), a streamer launched through the gateway and
+/// never read again is deleted by the reaper: not before 4 s (less half a second of clock
+/// slack), and within 60 s. Last of the
+/// streamer steps: every streamer launched before it is deleted already.
+fn idle_streamers_are_reaped(
+    c: &cluster::Cluster,
+    sys: &str,
+    browser: &reqwest::blocking::Client,
+    gateway: &str,
+    session: &str,
+) {
+    const IDLE: Duration = Duration::from_secs(4);
+    let cr = format!(
+        "/apis/nvidia.com/v1alpha1/namespaces/{sys}/nsighttenantoperators/nsight-operator-tenant-operator"
+    );
+    let (status, patched) = c.request_with(
+        "PATCH",
+        &cr,
+        Some(&json!({"spec": {"streamerLaunch": {"idleTimeout": format!("{}s", IDLE.as_secs())}}})),
+        &[("content-type", "application/merge-patch+json")],
+    );
+    assert_eq!(status, 200, "patch the NsightTenantOperator: {patched}");
+    // The rollout is done when the Deployment runs only Pods of the new template, with the new
+    // flag, and they are available (the old Pod, with 30m, is gone).
+    let deployment =
+        format!("/apis/apps/v1/namespaces/{sys}/deployments/nsight-operator-tenant-operator");
+    let rolled = wait_for(Duration::from_secs(120), || {
+        let (_, d) = c.request("GET", &deployment, None);
+        let args = d["spec"]["template"]["spec"]["containers"][0]["args"].as_array()?;
+        let at = args.iter().position(|a| a == "--idle-timeout")?;
+        let st = &d["status"];
+        let wanted = d["spec"]["replicas"].as_u64()?;
+        (args.get(at + 1)? == "4s"
+            && st["observedGeneration"] == d["metadata"]["generation"]
+            && [
+                &st["replicas"],
+                &st["updatedReplicas"],
+                &st["availableReplicas"],
+            ]
+            .iter()
+            .all(|n| n.as_u64() == Some(wanted)))
+        .then_some(())
+    });
+    assert!(
+        rolled.is_some(),
+        "the tenant API was not rolled with --idle-timeout 4s: {}\n{}",
+        c.request("GET", &deployment, None).1["status"],
+        c.describe_namespace(sys)
+    );
+    // The Service may still send the first launches to the old Pod while it stops: retry.
+    let launched = wait_for(Duration::from_secs(60), || {
+        let r = browser
+            .post(format!("{gateway}/tenant/v1/streamers"))
+            .bearer_auth(API_KEY)
+            .json(&json!({"sessionId": session}))
+            .send()
+            .ok()?;
+        (r.status() == 201).then(|| r.json::<Value>().ok())?
+    })
+    .expect("launch a streamer after the rollout");
+    let started = std::time::Instant::now();
+    let name = launched["name"].as_str().expect("streamer name").to_owned();
+    let path = format!("/apis/nvidia.com/v1alpha1/namespaces/{sys}/nsightstreamers/{name}");
+    let reaped = wait_for(Duration::from_secs(60), || {
+        (c.request("GET", &path, None).0 == 404).then(|| started.elapsed())
+    });
+    let Some(after) = reaped else {
+        panic!(
+            "the idle streamer {name} was not reaped within 60 s\n{}",
+            c.describe_namespace(sys)
+        )
+    };
+    // `started` is taken after the answer, a moment after the launch recorded its activity.
+    assert!(
+        after + Duration::from_millis(500) >= IDLE,
+        "{name} was deleted {after:?} after its launch, before it was idle for {IDLE:?}"
     );
 }
 

@@ -1,9 +1,10 @@
 // "View trace" on the real node, driven like a person in headless Chromium (npm playwright-core,
 // Debian's chromium) through the gateway (HTTPS, API key): on the session's page, launch a
-// streamer and wait until it is Ready; read what its link opens (the gateway serves it behind
-// the same key: the project's STAND-IN streamer answers with the reports it synced); on the
-// Streamers tab, see it with the cap, delete it, and see it gone. Every wait has a deadline. Prints one JSON line of
-// findings for e2e/tests/cluster_operator.rs to check against the tenant API and the cluster.
+// streamer and wait until it is Ready; click its link and read the new tab it opens (without
+// the key: the page's streamer grant lets it through; the project's STAND-IN streamer answers
+// with the reports it synced); on the Streamers tab, see it with the cap, delete it, and see it
+// gone. Every wait has a deadline. Prints one JSON line of findings for
+// e2e/tests/cluster_operator.rs to check against the tenant API and the cluster.
 //
 // env: PW_DIR, CHROMIUM (page.mjs), URL (the gateway root), API_KEY, SESSION.
 import { openPage } from './page.mjs';
@@ -11,7 +12,7 @@ import { openPage } from './page.mjs';
 const base = process.env.URL;
 const found = {};
 // The gateway's certificate comes from the test's own CA.
-const { browser, page, errors, byId, text, waitText } = await openPage({ ignoreHTTPSErrors: true });
+const { browser, context, page, errors, byId, text, waitText } = await openPage({ ignoreHTTPSErrors: true });
 
 try {
   await page.goto(`${base}/?session=${process.env.SESSION}`);
@@ -27,12 +28,25 @@ try {
   found.openHref = href;
   found.streamer = href.split('/').filter(Boolean).pop();
 
-  // What the link opens, read as the page reads the APIs (with the tab's key: a navigation
-  // carries none, see docs/ui.md): the stand-in streamer lists the reports it synced.
-  found.standIn = await page.evaluate(async ([href, key]) => {
-    const r = await fetch(href, { headers: { Authorization: `Bearer ${key}` } });
-    return { status: r.status, body: await r.json() };
-  }, [href, process.env.API_KEY]);
+  // What the link opens, in the new tab a click on it opens, as a person would: that tab carries
+  // no API key (it is not the page's fetch), so the gateway lets it through on the streamer grant
+  // the page asked for before it showed the link (docs/auth.md, "Streamer grants"). The
+  // stand-in streamer answers with the reports it synced, as JSON.
+  const opened = new URL(href, page.url()).href;
+  const answered = new Promise((resolve) => {
+    context.on('response', (r) => { if (r.url() === opened) resolve(r.status()); });
+  });
+  const [tab] = await Promise.all([
+    context.waitForEvent('page', { timeout: 60_000 }),
+    byId('view-trace-open').click(),
+  ]);
+  await tab.waitForLoadState('load', { timeout: 60_000 });
+  const status = await Promise.race([answered, new Promise((r) => setTimeout(() => r(0), 30_000))]);
+  const shown = await tab.evaluate(() => document.body.innerText);
+  let body;
+  try { body = JSON.parse(shown); } catch { body = { unparsed: shown.slice(0, 2000) }; }
+  found.standIn = { status, url: tab.url(), body };
+  await tab.close();
 
   // The Streamers tab: the cap, the user's streamer, Ready; delete it.
   await byId('tab-streamers').click();
