@@ -53,6 +53,13 @@ const STANDIN: &str = concat!(
     env!("CARGO_PKG_VERSION")
 );
 
+/// The WebRTC media port and TURN relay every launched streamer gets (`streamerLaunch`); the
+/// relay's credentials come from the Secret [`TURN_SECRET`], whose user name is [`TURN_USER`].
+const MEDIA_PORT: u16 = 47998;
+const TURN_URL: &str = "turn:stunner.stunner.svc:3478?transport=udp";
+const TURN_SECRET: &str = "nsight-turn";
+const TURN_USER: &str = "e2e-turn-user";
+
 /// The port-forward helper of a CLI configuration, stopped when the test ends however it ends.
 struct Helper<'a>(&'a Cli<'a>);
 
@@ -65,7 +72,7 @@ impl Drop for Helper<'_> {
 /// The chart's values in this test: images imported (never pulled), no perf-event DaemonSet
 /// (it needs a shell image), an HTTPS gateway with an inline API key, downloads signed for the
 /// forwarded storage port, the tenant API launching the stand-in streamer (at most
-/// [`MAX_STREAMERS`] at once), Nsight Systems from
+/// [`MAX_STREAMERS`] at once, each with a media port and a TURN relay), Nsight Systems from
 /// an image (the MOCK of `mock_nsys_image`).
 fn values(service_type: &str, storage_port: u16) -> String {
     format!(
@@ -73,7 +80,9 @@ fn values(service_type: &str, storage_port: u16) -> String {
          nsight-coordinator: {{storagePublicUrl: 'https://localhost:{storage_port}'}}\n\
          nsight-gateway:\n  service: {{type: {service_type}}}\n  tlsSecretRef: {{name: gateway-tls}}\n  \
          authentication: {{apikey: {{enabled: true, key: {API_KEY}}}}}\n\
-         nsight-tenant-operator: {{enabled: true, streamerLaunch: {{image: '{STANDIN}', maxActive: {MAX_STREAMERS}}}}}\n\
+         nsight-tenant-operator: {{enabled: true, streamerLaunch: {{image: '{STANDIN}', maxActive: {MAX_STREAMERS}, \
+           mediaPorts: [{{name: webrtc, port: {MEDIA_PORT}}}], \
+           turn: {{enabled: true, urls: ['{TURN_URL}'], credentialsSecret: {TURN_SECRET}}}}}}}\n\
          nsight-injector: {{nsys: {{image: '{}'}}}}\n",
         mock_nsys_image::NAME
     )
@@ -104,6 +113,14 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
             "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "gateway-tls"},
             "type": "kubernetes.io/tls",
             "data": {"tls.crt": b64(&cert), "tls.key": b64(&key), "ca.crt": b64(&ca)},
+        }),
+    );
+    // The TURN relay's credentials, which launched streamers get by reference.
+    c.create(
+        &format!("/api/v1/namespaces/{sys}/secrets"),
+        &json!({
+            "apiVersion": "v1", "kind": "Secret", "metadata": {"name": TURN_SECRET},
+            "stringData": {"username": TURN_USER, "password": "e2e-turn-password"},
         }),
     );
     let nsys_image = mock_nsys_image::write(dir.path()).expect("the mock nsys image");
@@ -622,6 +639,27 @@ fn a_labelled_deployment_is_injected_profiled_stored_and_analysed() {
     .unwrap_or_else(|| panic!("the gateway never served the streamer at {through_gateway}"));
     assert_eq!(synced["standIn"], true, "{synced}");
     assert_eq!(synced["sessionId"], session.as_str(), "{synced}");
+    // The launch's WebRTC settings reached the Pod: the relay, its user name from the Secret (the
+    // password came too; the stand-in never shows it), and the media port on the Service.
+    assert_eq!(
+        synced["webrtc"],
+        json!({"turn": true, "turnUrls": [TURN_URL], "turnUsername": TURN_USER, "turnPasswordSet": true}),
+        "{synced}"
+    );
+    let (_, service) = c.request(
+        "GET",
+        &format!("/api/v1/namespaces/{sys}/services/{name}"),
+        None,
+    );
+    assert!(
+        service["spec"]["ports"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|p| p["name"] == "webrtc" && p["port"] == MEDIA_PORT && p["protocol"] == "UDP"),
+        "the streamer's Service has no UDP {MEDIA_PORT}: {}",
+        service["spec"]
+    );
     let file = synced["files"]
         .as_array()
         .into_iter()

@@ -12,6 +12,7 @@ pub mod gateway;
 pub mod profile;
 pub mod services;
 pub mod storage;
+pub mod streamer_media;
 
 pub use common::{NsightStatus, SecretRef, ServiceSpec, Toggle};
 pub use gateway::{
@@ -31,6 +32,7 @@ pub use services::{
 pub use storage::{
     MinioSpec, NsightCloudStorageConfig, NsightCloudStorageConfigSpec, Persistence, StorageType,
 };
+pub use streamer_media::{MediaPort, MediaProtocol, StreamerMedia, Turn};
 
 /// The API group of every resource.
 pub const GROUP: &str = "nvidia.com";

@@ -12,7 +12,10 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::{NsightStatus, ServiceSpec, Toggle};
+use crate::{
+    common::{NsightStatus, ServiceSpec, Toggle},
+    streamer_media::StreamerMedia,
+};
 
 /// What every deployed component accepts.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -172,9 +175,10 @@ pub struct NsightStreamerSpec {
     pub session_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cloud_storage_ref: Option<String>,
-    /// The STUNner TURN gateway for reachability from outside the cluster.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub turn: Option<Toggle>,
+    /// WebRTC media ports, the TURN relay (e.g. a STUNner gateway for reachability from outside
+    /// the cluster) and the image's own environment.
+    #[serde(flatten)]
+    pub media: StreamerMedia,
     /// The Pod's RuntimeClass (e.g. `nvidia`, the GPU Operator's runtime, for a streamer that
     /// encodes on a GPU); none: the cluster's default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -235,6 +239,9 @@ pub struct StreamerLaunch {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]
     pub runtime_class_name: Option<String>,
+    /// The media ports, TURN relay and environment of every launched streamer.
+    #[serde(flatten)]
+    pub media: StreamerMedia,
 }
 
 /// The web UI, served at the gateway root.

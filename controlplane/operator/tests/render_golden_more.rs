@@ -566,6 +566,41 @@ fn the_streamer_mounts_its_storage_config_and_names_its_session() {
         Some("/etc/nsight/storage/storage-config.yaml".into())
     );
     assert_eq!(get("NSIGHT_STREAMER_TURN"), Some("1".into()));
+    assert_eq!(
+        get("NSIGHT_STREAMER_TURN_URLS"),
+        Some("turn:stunner.stunner.svc:3478?transport=udp,turns:turn.example.com:443".into())
+    );
+    assert_eq!(get("WEB_USERNAME"), Some("nvidia".into()));
+    // The relay's credentials by reference: the values never enter the Deployment.
+    let password = env
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "NSIGHT_STREAMER_TURN_PASSWORD")
+        .unwrap();
+    assert_eq!(
+        password["valueFrom"]["secretKeyRef"],
+        serde_json::json!({"name": "turn-credentials", "key": "password", "optional": false})
+    );
+    let ports = &pod["containers"][0]["ports"];
+    assert_eq!(
+        ports,
+        &serde_json::json!([
+            {"name": "http", "containerPort": 8080, "protocol": "TCP"},
+            {"name": "webrtc", "containerPort": 47998, "protocol": "UDP"},
+            {"name": "webrtc-tcp", "containerPort": 47998, "protocol": "TCP"},
+        ])
+    );
+    let service = desired
+        .objects
+        .iter()
+        .find(|o| o.kind() == ObjectKind::Service)
+        .map(|o| serde_json::to_value(o).unwrap())
+        .unwrap();
+    assert_eq!(
+        service["spec"]["ports"][1],
+        serde_json::json!({"name": "webrtc", "port": 47998, "protocol": "UDP", "targetPort": "webrtc"})
+    );
     assert_eq!(pod["runtimeClassName"], "nvidia");
     assert_eq!(
         pod["containers"][0]["image"],
@@ -574,6 +609,25 @@ fn the_streamer_mounts_its_storage_config_and_names_its_session() {
     let cr: NsightStreamer = parse(&docs("streamer")[0]);
     let alone = streamer::render(&cr, None, &settings()).unwrap();
     assert!(!to_yaml(&alone).contains("NSIGHT_CLOUD_STORAGE_CONFIG_FILE"));
+    // Media settings that cannot work are the resource's error, naming the field.
+    let mut clash = cr.clone();
+    clash.spec.media.media_ports[1].port = 8080;
+    let err = streamer::render(&clash, None, &settings())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("spec.mediaPorts[1]: 8080 TCP is taken"),
+        "{err}"
+    );
+    let mut reserved = cr;
+    reserved.spec.media.env[0].name = "NSIGHT_SESSION_ID".into();
+    let err = streamer::render(&reserved, None, &settings())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("spec.env[0].name \"NSIGHT_SESSION_ID\""),
+        "{err}"
+    );
 }
 
 #[test]
@@ -609,6 +663,20 @@ fn the_tenant_operator_may_only_manage_streamers_of_its_namespace() {
     let args = pod["containers"][0]["args"].to_string();
     assert!(args.contains(r#""--max-active","4""#), "{args}");
     assert!(args.contains(r#""--idle-timeout","45m""#), "{args}");
+    // Every launched streamer's media settings, as one JSON argument the binary checks.
+    let media = pod["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .windows(2)
+        .find(|w| w[0] == "--streamer-media")
+        .map(|w| serde_json::from_str::<Value>(w[1].as_str().unwrap()).unwrap())
+        .expect("--streamer-media");
+    assert_eq!(
+        media,
+        serde_json::json!({"mediaPorts": [{"name": "webrtc", "port": 47998, "protocol": "UDP"}],
+                           "turn": {"enabled": true, "urls": ["turn:stunner.stunner.svc:3478"],
+                                    "credentialsSecret": "turn-credentials"}})
+    );
     let cr: NsightTenantOperator = parse(&docs("tenant-operator")[0]);
     let mut defaulted = cr.clone();
     defaulted.spec.streamer_launch = None;

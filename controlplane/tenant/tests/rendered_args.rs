@@ -16,6 +16,12 @@ fn the_binary_accepts_the_rendered_arguments() {
         idle_timeout: Some("45m".into()),
         image: Some("registry.test/nsight-streamer-nsys:1".into()),
         runtime_class_name: Some("nvidia".into()),
+        media: serde_json::from_value(serde_json::json!({
+            "mediaPorts": [{"name": "webrtc", "port": 47998}],
+            "turn": {"enabled": true, "urls": ["turn:relay:3478?transport=udp"], "credentialsSecret": "turn"},
+            "env": [{"name": "WEB_USERNAME", "value": "nvidia"}],
+        }))
+        .unwrap(),
     });
     let desired = tenant_operator::render(&cr, &RenderSettings::default()).unwrap();
     let deployment = desired
@@ -35,7 +41,8 @@ fn the_binary_accepts_the_rendered_arguments() {
                 .any(|w| w == ["--streamer-image", "registry.test/nsight-streamer-nsys:1"])
             && args
                 .windows(2)
-                .any(|w| w == ["--streamer-runtime-class", "nvidia"]),
+                .any(|w| w == ["--streamer-runtime-class", "nvidia"])
+            && args.iter().any(|a| a == "--streamer-media"),
         "{args:?}"
     );
     // `--print-openapi` exits after parsing: the arguments were accepted.
@@ -51,4 +58,29 @@ fn the_binary_accepts_the_rendered_arguments() {
     );
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["info"]["title"], "Nsight Tenant API");
+}
+
+#[test]
+fn the_binary_refuses_media_settings_that_cannot_work() {
+    for (media, says) in [
+        (
+            r#"{"mediaPorts": [{"name": "http", "port": 9}]}"#,
+            "--streamer-media.mediaPorts[0].name \"http\" is taken",
+        ),
+        (
+            r#"{"mediaPorts": [{"name": "a", "port": 70000}]}"#,
+            "not the media settings' JSON",
+        ),
+        ("{", "not the media settings' JSON"),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_nsight-tenant-operator"))
+            .args(["--streamer-media", media, "--print-openapi"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains(says),
+            "{media}: {stderr}"
+        );
+    }
 }

@@ -217,6 +217,14 @@ fn launch_cap_owner_rbac_and_bad_input() {
                 cloud_storage_ref: Some("storage".into()),
                 image: None,
                 runtime_class_name: None,
+                // Admitted by the CRD the API server holds (the chart's).
+                media: serde_json::from_value(json!({
+                    "mediaPorts": [{"name": "webrtc", "port": 47998}],
+                    "turn": {"enabled": true, "urls": ["turn:relay.example:3478?transport=udp"],
+                             "credentialsSecret": "turn-credentials"},
+                    "env": [{"name": "WEB_USERNAME", "value": "nvidia"}],
+                }))
+                .unwrap(),
             },
             ..config(HOUR)
         },
@@ -241,6 +249,15 @@ fn launch_cap_owner_rbac_and_bad_input() {
         "alice"
     );
     assert_eq!(object["spec"]["cloudStorageRef"], "storage");
+    assert_eq!(
+        object["spec"]["mediaPorts"],
+        json!([{"name": "webrtc", "port": 47998, "protocol": "UDP"}])
+    );
+    assert_eq!(
+        object["spec"]["turn"]["credentialsSecret"],
+        "turn-credentials"
+    );
+    assert_eq!(object["spec"]["env"][0]["name"], "WEB_USERNAME");
     let (status, kind, refusal) = launch(&http, &base, "alice");
     assert_eq!(status, 429, "{refusal}");
     assert_eq!(kind, "application/problem+json");

@@ -349,6 +349,17 @@ pub struct StreamerLaunchValues {
     #[serde(default)]
     #[schemars(length(min = 1))]
     pub runtime_class_name: Option<String>,
+    /// The WebRTC media ports of launched streamers, on their container and Service
+    /// (`[{name, port, protocol: UDP|TCP}]`; docs/tenant.md).
+    #[serde(default)]
+    pub media_ports: Vec<crate::MediaPort>,
+    /// The TURN relay launched streamers hand to the browser (`{enabled, urls,
+    /// credentialsSecret}`); null: none.
+    #[serde(default)]
+    pub turn: Option<crate::Turn>,
+    /// More environment for launched streamers: the streamer image's own settings.
+    #[serde(default)]
+    pub env: Vec<k8s_openapi::api::core::v1::EnvVar>,
 }
 
 /// `otlpProxyConfig`: the OTLP proxy sidecar's configuration (needs the collector).

@@ -3,7 +3,9 @@
 //!
 //! The session comes in as `NSIGHT_SESSION_ID`; the storage config (the external Secret or the
 //! managed server's generated one, see `storage::config_secret`) is mounted and named by
-//! `NSIGHT_CLOUD_STORAGE_CONFIG_FILE`; `turn.enabled` sets `NSIGHT_STREAMER_TURN=1`;
+//! `NSIGHT_CLOUD_STORAGE_CONFIG_FILE`; the media settings (`nsight_api::StreamerMedia`, checked
+//! first) add the WebRTC `mediaPorts` to the container and the Service, the TURN relay's
+//! `NSIGHT_STREAMER_TURN*` variables (credentials by Secret reference) and the image's own `env`;
 //! `runtimeClassName` becomes the Pod's (a GPU runtime for a streamer that encodes on one). While the
 //! Deployment is available, `status.url` is the Service's in-cluster URL ([`url`]).
 //!
@@ -13,8 +15,14 @@
 //! [`REPORTS_DIR`] in both containers (`NSIGHT_REPORTS_DIR`); the streamer starts once they are
 //! all there, each checked against its listed size. Pure.
 
-use k8s_openapi::api::core::v1::{Container, EnvVar, SecurityContext};
-use nsight_api::{NsightCloudStorageConfig, NsightStreamer};
+use k8s_openapi::{
+    api::core::v1::{
+        Container, ContainerPort, EnvVar, EnvVarSource, SecretKeySelector, SecurityContext,
+        ServicePort,
+    },
+    apimachinery::pkg::util::intstr::IntOrString,
+};
+use nsight_api::{NsightCloudStorageConfig, NsightStreamer, Turn};
 use nsight_contracts::tenant::REPORT_ANNOTATION;
 
 use super::{
@@ -65,6 +73,7 @@ pub fn render(
     settings: &RenderSettings,
 ) -> Result<Desired, RenderError> {
     let owner = Owner::of(cr, Component::Streamer)?;
+    cr.spec.media.check("spec").map_err(RenderError::Invalid)?;
     let ports = vec![HTTP];
     let (tmp, tmp_mount) = workload::scratch("tmp", "/tmp");
     let mut main = Main {
@@ -82,9 +91,7 @@ pub fn render(
     if let Some(session) = &cr.spec.session_id {
         main.env.push(env("NSIGHT_SESSION_ID", session.clone()));
     }
-    if cr.spec.turn.as_ref().is_some_and(|t| t.enabled) {
-        main.env.push(env("NSIGHT_STREAMER_TURN", "1"));
-    }
+    main.env.extend(turn_env(cr.spec.media.turn.as_ref()));
     let mut sync = None;
     if let Some(secret) = storage.and_then(storage::config_secret) {
         let file = storage::mount_config(&mut main, &secret, STORAGE_DIR);
@@ -128,6 +135,8 @@ pub fn render(
             });
         }
     }
+    // The image's own settings last: none of them is an NSIGHT_ name (checked above).
+    main.env.extend(cr.spec.media.env.iter().cloned());
     let mut deployment = workload::deployment(&owner, &cr.spec.workload, main);
     if let Some(pod) = deployment
         .spec
@@ -136,16 +145,68 @@ pub fn render(
     {
         pod.init_containers = sync.map(|c| vec![c]);
         pod.runtime_class_name = cr.spec.runtime_class_name.clone();
+        if let Some(container) = pod.containers.first_mut() {
+            container.ports.get_or_insert_with(Vec::new).extend(
+                cr.spec.media.media_ports.iter().map(|p| ContainerPort {
+                    name: Some(p.name.clone()),
+                    container_port: i32::from(p.port),
+                    protocol: Some(p.protocol.as_str().into()),
+                    ..ContainerPort::default()
+                }),
+            );
+        }
+    }
+    let mut service = workload::service(&owner, cr.spec.workload.service.as_ref(), &ports);
+    if let Some(spec) = service.spec.as_mut() {
+        spec.ports
+            .get_or_insert_with(Vec::new)
+            .extend(cr.spec.media.media_ports.iter().map(|p| ServicePort {
+                name: Some(p.name.clone()),
+                port: i32::from(p.port),
+                target_port: Some(IntOrString::String(p.name.clone())),
+                protocol: Some(p.protocol.as_str().into()),
+                ..ServicePort::default()
+            }));
     }
     Ok(Desired {
         objects: vec![
             Object::ServiceAccount(workload::service_account(&owner)),
-            Object::Service(Box::new(workload::service(
-                &owner,
-                cr.spec.workload.service.as_ref(),
-                &ports,
-            ))),
+            Object::Service(Box::new(service)),
             Object::Deployment(Box::new(deployment)),
         ],
     })
+}
+
+/// The TURN relay's environment: `NSIGHT_STREAMER_TURN=1` when enabled,
+/// `NSIGHT_STREAMER_TURN_URLS` (comma-separated), and `NSIGHT_STREAMER_TURN_USERNAME` /
+/// `NSIGHT_STREAMER_TURN_PASSWORD` from the credentials Secret's `username` and `password`
+/// keys (a reference: the values never enter the Deployment).
+fn turn_env(turn: Option<&Turn>) -> Vec<EnvVar> {
+    let Some(turn) = turn.filter(|t| t.enabled) else {
+        return Vec::new();
+    };
+    let mut vars = vec![env("NSIGHT_STREAMER_TURN", "1")];
+    if !turn.urls.is_empty() {
+        vars.push(env("NSIGHT_STREAMER_TURN_URLS", turn.urls.join(",")));
+    }
+    if let Some(secret) = &turn.credentials_secret {
+        for (name, key) in [
+            ("NSIGHT_STREAMER_TURN_USERNAME", "username"),
+            ("NSIGHT_STREAMER_TURN_PASSWORD", "password"),
+        ] {
+            vars.push(EnvVar {
+                name: name.into(),
+                value_from: Some(EnvVarSource {
+                    secret_key_ref: Some(SecretKeySelector {
+                        name: secret.clone(),
+                        key: key.into(),
+                        optional: Some(false),
+                    }),
+                    ..EnvVarSource::default()
+                }),
+                ..EnvVar::default()
+            });
+        }
+    }
+    vars
 }

@@ -70,6 +70,15 @@ pub fn render(
             args.extend([flag.into(), value]);
         }
     }
+    if !launch.media.is_empty() {
+        launch
+            .media
+            .check("spec.streamerLaunch")
+            .map_err(RenderError::Invalid)?;
+        let media = serde_json::to_string(&launch.media)
+            .map_err(|e| RenderError::Invalid(format!("spec.streamerLaunch: {e}")))?;
+        args.extend(["--streamer-media".into(), media]);
+    }
     let mut main = Main {
         image: settings.image(NAME),
         args,

@@ -2,7 +2,9 @@
 //! pulled here. Tests run it as an NsightStreamer's container (`spec.image`) to prove what the
 //! platform does around a streamer: the Pod starts after its reports were synced, is Ready,
 //! and is reachable at `status.url`. It serves no GUI: `/` answers the synced manifest (the
-//! files, their sizes as found on disk) and says it is a stand-in; `/healthz` is the probe.
+//! files, their sizes as found on disk) and the WebRTC settings the operator gave it (the TURN
+//! relay's URLs and user name, whether a password came: never the password), and says it is a
+//! stand-in; `/healthz` is the probe.
 //! A real install uses NVIDIA's image (docs/tenant.md, "The streamer image in a real install").
 
 use std::{net::SocketAddr, path::PathBuf};
@@ -25,8 +27,30 @@ struct Args {
     reports: PathBuf,
 }
 
+/// What `/` answers besides the manifest.
+#[derive(Clone)]
+struct Served {
+    reports: PathBuf,
+    /// The TURN settings from the environment the operator renders (`NSIGHT_STREAMER_TURN*`).
+    webrtc: Value,
+}
+
+fn webrtc_from_env() -> Value {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let urls: Vec<String> = var("NSIGHT_STREAMER_TURN_URLS")
+        .map(|u| u.split(',').map(str::to_owned).collect())
+        .unwrap_or_default();
+    json!({
+        "turn": var("NSIGHT_STREAMER_TURN").as_deref() == Some("1"),
+        "turnUrls": urls,
+        "turnUsername": var("NSIGHT_STREAMER_TURN_USERNAME"),
+        "turnPasswordSet": var("NSIGHT_STREAMER_TURN_PASSWORD").is_some(),
+    })
+}
+
 /// The manifest, each file's size as it is on disk now (`null`: missing).
-async fn listing(State(dir): State<PathBuf>) -> (axum::http::StatusCode, Json<Value>) {
+async fn listing(State(served): State<Served>) -> (axum::http::StatusCode, Json<Value>) {
+    let dir = &served.reports;
     let path = dir.join(MANIFEST);
     let manifest: Option<Manifest> = std::fs::read(&path)
         .ok()
@@ -53,6 +77,7 @@ async fn listing(State(dir): State<PathBuf>) -> (axum::http::StatusCode, Json<Va
             "sessionId": manifest.session_id,
             "report": manifest.report,
             "files": files,
+            "webrtc": served.webrtc,
         })),
     )
 }
@@ -63,7 +88,10 @@ async fn main() -> anyhow::Result<()> {
     let app = Router::new()
         .route("/", get(listing))
         .route("/healthz", get(|| async { "ok" }))
-        .with_state(args.reports.clone());
+        .with_state(Served {
+            reports: args.reports.clone(),
+            webrtc: webrtc_from_env(),
+        });
     let listener = tokio::net::TcpListener::bind(args.http).await?;
     eprintln!(
         "nsight-streamer-standin (a test stand-in, no GUI) serving {} on {}",

@@ -33,6 +33,11 @@ struct Args {
     /// The RuntimeClass of launched streamers' Pods (their `spec.runtimeClassName`).
     #[arg(long)]
     streamer_runtime_class: Option<String>,
+    /// The media ports, TURN relay and environment of launched streamers
+    /// (`streamerLaunch.mediaPorts`, `turn`, `env`): a JSON object of those NsightStreamer spec
+    /// fields, checked at start.
+    #[arg(long, value_name = "JSON", value_parser = parse_media)]
+    streamer_media: Option<nsight_api::StreamerMedia>,
     /// Answer the API only for requests that carry this file's secret in
     /// `x-nsight-gateway-token`, which the gateway adds (the operator mounts it); without it the
     /// API, and the identity header it trusts, answer any client that reaches the port.
@@ -41,6 +46,14 @@ struct Args {
     /// Print the REST API's OpenAPI document and exit.
     #[arg(long)]
     print_openapi: bool,
+}
+
+/// `--streamer-media`: the fields' shapes, then what `StreamerMedia::check` refuses.
+fn parse_media(raw: &str) -> Result<nsight_api::StreamerMedia, String> {
+    let media: nsight_api::StreamerMedia =
+        serde_json::from_str(raw).map_err(|e| format!("not the media settings' JSON: {e}"))?;
+    media.check("--streamer-media")?;
+    Ok(media)
 }
 
 #[tokio::main]
@@ -79,6 +92,7 @@ async fn main() -> anyhow::Result<()> {
             cloud_storage_ref: args.cloud_storage_ref,
             image: args.streamer_image,
             runtime_class_name: args.streamer_runtime_class,
+            media: args.streamer_media.unwrap_or_default(),
         },
         gateway_token,
     };
