@@ -57,6 +57,9 @@ pub struct View {
     pub state: Option<String>,
     /// The words that filter the tab's list (sessions, or jobs on the analysis tab).
     pub q: Option<String>,
+    /// The sessions list's order (`began`, `-collections`: `SessionOrder::parse`); none: newest
+    /// first.
+    pub sort: Option<String>,
     /// The report whose timeline is shown (its object key).
     pub report: Option<String>,
     /// The timeline's visible time range, `<from>_<to>` in ns.
@@ -79,6 +82,7 @@ impl Default for View {
             status: None,
             state: None,
             q: None,
+            sort: None,
             report: None,
             range: None,
             event: None,
@@ -118,6 +122,7 @@ impl View {
                 "status" => view.status = some,
                 "state" => view.state = some,
                 "q" => view.q = some,
+                "sort" => view.sort = some,
                 "report" => view.report = some,
                 "range" => view.range = some,
                 "event" => view.event = some,
@@ -145,6 +150,7 @@ impl View {
             ("status", &self.status),
             ("state", &self.state),
             ("q", &self.q),
+            ("sort", &self.sort),
             ("report", &self.report),
             ("range", &self.range),
             ("event", &self.event),

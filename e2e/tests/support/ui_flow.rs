@@ -313,6 +313,35 @@ pub fn check_flow(gw: &Gateway, platform: &LocalPlatform, found: &Value, shots: 
         "{found:#}"
     );
     assert_eq!(found["historyGrew"], 0, "{found:#}");
+    // The column sort: the second session ("sort check", open, no collection) is newest, so
+    // first; by Collections (descending first) the profiled session leads; again, it trails;
+    // the order survives a reload (it is in the URL) and added no history entry.
+    let order = |key: &str| -> Vec<String> { serde_json::from_value(found[key].clone()).unwrap() };
+    let default = order("sortDefault");
+    assert_eq!(default.len(), 2, "{found:#}");
+    assert_ne!(default[0], session, "newest first: {found:#}");
+    let second = default[0].clone();
+    assert_eq!(
+        order("sortByCollections"),
+        [session.to_owned(), second.clone()],
+        "{found:#}"
+    );
+    assert_eq!(found["sortAria"], "descending", "{found:#}");
+    assert_eq!(
+        order("sortByCollectionsAscending"),
+        [second.clone(), session.to_owned()],
+        "{found:#}"
+    );
+    assert_eq!(
+        order("sortAfterReload"),
+        [second, session.to_owned()],
+        "{found:#}"
+    );
+    assert_eq!(found["sortHistoryGrew"], 0, "{found:#}");
+    assert_eq!(
+        found["sortCaption"], "Sessions of this tag, by collections (ascending)",
+        "{found:#}"
+    );
 
     // "Compare with collection 1": a diff job over collections 1 and 2 of the session.
     let diff_id = found["diffJob"].as_str().unwrap();

@@ -242,6 +242,30 @@ try {
   found.historyGrew = (await page.evaluate(() => history.length)) - historyBefore;
   await byId('session-filter').fill('');
   await page.locator(`[data-session="${session}"]`).waitFor();
+  // Sorting by a column: a second (open, no collection) session; newest first by default, then
+  // by Collections (largest first, then the other way), kept in the URL without history.
+  await byId('session-state-filter').selectOption('');
+  await byId('session-title').fill('sort check');
+  await byId('begin').click();
+  await waitText('action-notice', /^Began session /);
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid="session-row"]').length === 2);
+  const rowOrder = () => page.$$eval('[data-testid="session-row"]', (es) => es.map((e) => e.dataset.session));
+  const sortHistory = await page.evaluate(() => history.length);
+  found.sortDefault = await rowOrder();
+  await byId('sessions-sort-collections').click();
+  await page.waitForURL((u) => u.searchParams.get('sort') === '-collections');
+  await page.waitForFunction((id) => document.querySelector('[data-testid="session-row"]')?.dataset.session === id, session);
+  found.sortByCollections = await rowOrder();
+  found.sortAria = await page.$eval('[data-testid="sessions-sort-collections"]', (b) => b.parentElement.getAttribute('aria-sort'));
+  await byId('sessions-sort-collections').click();
+  await page.waitForURL((u) => u.searchParams.get('sort') === 'collections');
+  await page.waitForFunction((id) => document.querySelector('[data-testid="session-row"]')?.dataset.session !== id, session);
+  found.sortByCollectionsAscending = await rowOrder();
+  found.sortHistoryGrew = (await page.evaluate(() => history.length)) - sortHistory;
+  await page.reload();
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid="session-row"]').length === 2);
+  found.sortAfterReload = await rowOrder();
+  found.sortCaption = await page.$eval('[data-testid="sessions"] caption', (c) => c.textContent);
   found.jobUrl = jobUrl;
   step('ended');
   await shot('ended');

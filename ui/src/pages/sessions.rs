@@ -1,14 +1,18 @@
 //! The sessions page of one tag: the tag selector, the tag's agents (`pages::agents`) and active
 //! collection, the controls (begin with a title, start, stop, end after a confirmation), and the
 //! tag's sessions with their state, times and collection count; a selected session opens its
-//! detail below (`pages::session`). The list has a text filter (in the URL) and draws a page of
+//! detail below (`pages::session`). The list has a text filter and a sortable column order
+//! (both in the URL; newest first by default, `coordinator::session_order`) and draws a page of
 //! rows at a time (`components::list_filter`). Data: `GET /status?tag`, `GET /tags` (for the
 //! selector) and `GET /sessions?tag`; actions `POST /sessions`, `/start`, `/stop`, `/end`. While
 //! a collection is collecting or stopping the data is fetched again (components::live).
 
 use leptos::{prelude::*, task::spawn_local};
 use nsight_contracts::{
-    coordinator::{SessionState, SessionSummary, Tag, TagStatus},
+    coordinator::{
+        session_order::{SessionColumn, SessionOrder},
+        SessionState, SessionSummary, Tag, TagStatus,
+    },
     listing,
 };
 
@@ -22,7 +26,7 @@ use crate::{
     },
     format::{utc, utc_or_dash},
     pages::{agents::agents_table, session::SessionDetail},
-    route::{go, Link, View},
+    route::{go, replace, Link, View},
 };
 
 /// The tag selector: every tag that has sessions, plus the one shown; another can be typed.
@@ -243,6 +247,7 @@ fn row(shared: Shared, s: SessionSummary, selected: bool) -> impl IntoView {
         session: Some(id.clone()),
         state: shared.view.with_untracked(|v| v.state.clone()),
         q: shared.view.with_untracked(|v| v.q.clone()),
+        sort: shared.view.with_untracked(|v| v.sort.clone()),
         ..View::default()
     };
     let label = id.clone();
@@ -256,6 +261,63 @@ fn row(shared: Shared, s: SessionSummary, selected: bool) -> impl IntoView {
             <td>{utc_or_dash(s.ended_at.map(|m| m.0))}</td>
             <td data-testid="session-collections">{s.collections}</td>
         </tr>
+    }
+}
+
+/// What a column header says.
+fn column_title(column: SessionColumn) -> &'static str {
+    match column {
+        SessionColumn::Session => "Session",
+        SessionColumn::Title => "Title",
+        SessionColumn::State => "State",
+        SessionColumn::Began => "Began",
+        SessionColumn::Ended => "Ended",
+        SessionColumn::Collections => "Collections",
+    }
+}
+
+/// The table's caption: what it shows and in which order.
+fn caption(order: SessionOrder) -> String {
+    if order == SessionOrder::default() {
+        return "Sessions of this tag, newest first".to_owned();
+    }
+    let direction = if order.descending {
+        "descending"
+    } else {
+        "ascending"
+    };
+    format!(
+        "Sessions of this tag, by {} ({direction})",
+        column_title(order.column).to_lowercase()
+    )
+}
+
+/// A sortable column header: a button that sorts by it (again: the other way), `aria-sort`
+/// saying the order. The order goes into the URL without a new history entry.
+fn header(shared: Shared, order: SessionOrder, column: SessionColumn) -> impl IntoView {
+    let current = (order.column == column).then_some(order.descending);
+    let aria = match current {
+        Some(true) => "descending",
+        Some(false) => "ascending",
+        None => "none",
+    };
+    let arrow = match current {
+        Some(true) => " ▼",
+        Some(false) => " ▲",
+        None => "",
+    };
+    let click = move |_| {
+        let mut to = shared.view.get_untracked();
+        let next = order.clicked(column);
+        to.sort = (next != SessionOrder::default()).then(|| next.as_param());
+        replace(shared, to);
+    };
+    view! {
+        <th scope="col" aria-sort=aria>
+            <button class="sort" data-testid=format!("sessions-sort-{}", column.as_str()) on:click=click>
+                {column_title(column)}{arrow}
+            </button>
+        </th>
     }
 }
 
@@ -289,6 +351,15 @@ pub fn SessionsPage(shared: Shared) -> impl IntoView {
     });
     refresh_while(shared, live);
     let paging = Paging::new();
+    // A bad `sort` in a URL falls back to newest first.
+    let order = Memo::new(move |_| {
+        shared.view.with(|v| {
+            v.sort
+                .as_deref()
+                .and_then(SessionOrder::parse)
+                .unwrap_or_default()
+        })
+    });
     let list = move || {
         match sessions.get() {
         None => view! { <p data-testid="sessions-loading">"Loading sessions…"</p> }.into_any(),
@@ -307,17 +378,17 @@ pub fn SessionsPage(shared: Shared) -> impl IntoView {
         Some(Ok(list)) => {
             let selected = shared.view.with(|v| v.session.clone());
             let q = list_filter::query(shared);
-            // Newest first: the one just begun is at the top.
-            let matching: Vec<SessionSummary> = list
+            let order = order.get();
+            let mut matching: Vec<SessionSummary> = list
                 .sessions
                 .into_iter()
-                .rev()
                 .filter(|s| {
                     let id = s.id.to_string();
                     let title = s.title.as_ref().map(|t| t.to_string()).unwrap_or_default();
                     listing::matches(&q, &[&id, &title, s.state.as_str()])
                 })
                 .collect();
+            order.sort(&mut matching);
             let window = paging.window(&q, matching.len());
             if matching.is_empty() {
                 return view! {
@@ -332,16 +403,16 @@ pub fn SessionsPage(shared: Shared) -> impl IntoView {
             view! {
                 {Paging::count(window, "session", "sessions")}
                 <table data-testid="sessions">
-                    <caption>"Sessions of this tag, newest first"</caption>
+                    <caption>{caption(order)}</caption>
                     <thead>
                         <tr>
-                            <th scope="col">"Session"</th>
+                            {header(shared, order, SessionColumn::Session)}
                             <th scope="col">"Tag"</th>
-                            <th scope="col">"Title"</th>
-                            <th scope="col">"State"</th>
-                            <th scope="col">"Began"</th>
-                            <th scope="col">"Ended"</th>
-                            <th scope="col">"Collections"</th>
+                            {header(shared, order, SessionColumn::Title)}
+                            {header(shared, order, SessionColumn::State)}
+                            {header(shared, order, SessionColumn::Began)}
+                            {header(shared, order, SessionColumn::Ended)}
+                            {header(shared, order, SessionColumn::Collections)}
                         </tr>
                     </thead>
                     <tbody>{rows.collect_view()}</tbody>

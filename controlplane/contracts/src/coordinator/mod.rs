@@ -4,6 +4,7 @@
 
 pub mod api;
 pub mod model;
+pub mod session_order;
 pub mod view;
 
 pub use api::*;
