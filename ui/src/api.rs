@@ -19,7 +19,7 @@ use nsight_contracts::{
     },
     routes,
     tenant::{LaunchStreamer, Streamer, StreamerList},
-    timeline::{EventDetail, RangeSummary, Tile, Timeline},
+    timeline::{EventDetail, RangeSummary, SearchAnswer, Tile, Timeline},
     Problem,
 };
 use serde::{de::DeserializeOwned, Serialize};
@@ -389,6 +389,26 @@ pub async fn timeline_event(
     get_json(&analysis(&format!(
         "/timeline/event?report={}&track={track}&event={event}",
         encode(&report)
+    )))
+    .await
+}
+
+/// `GET /timeline/search`: the next (`backwards`: previous) event after `from` whose name
+/// contains `text`.
+pub async fn timeline_search(
+    report: String,
+    text: String,
+    from: Option<(u32, u32)>,
+    backwards: bool,
+) -> Result<SearchAnswer, ApiError> {
+    let from = from
+        .map(|(t, e)| format!("&track={t}&event={e}"))
+        .unwrap_or_default();
+    let dir = if backwards { "&dir=prev" } else { "" };
+    get_json(&analysis(&format!(
+        "/timeline/search?report={}&q={}{from}{dir}",
+        encode(&report),
+        encode(&text)
     )))
     .await
 }

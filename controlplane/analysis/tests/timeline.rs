@@ -435,6 +435,35 @@ fn the_service_serves_the_timeline_tiles_details_and_ranges() {
         .map(|n| n["count"].as_u64().unwrap())
         .sum();
     assert_eq!(total, expected.tracks[stream as usize].events);
+    // Search through REST: from the stream's first event, the next event of the same name.
+    let first = &expected.events[stream as usize];
+    let name = &expected.names[first.name[0] as usize];
+    let (status, found) = svc.get(&format!(
+        "/analysis/v1/timeline/search?report={key}&q={}&track={stream}&event=0",
+        percent(&name.to_uppercase())
+    ));
+    assert_eq!(status, 200, "{found}");
+    // The stream repeats its first kernel's name later: there is a next one.
+    let repeats = first.name.iter().skip(1).any(|&n| n == first.name[0]);
+    assert!(
+        !repeats || found["hit"].is_object(),
+        "no next match: {found}"
+    );
+    if let Some(hit) = found["hit"].as_object() {
+        assert!(
+            hit["name"]
+                .as_str()
+                .unwrap()
+                .to_lowercase()
+                .contains(&name.to_lowercase()),
+            "{found}"
+        );
+        assert!(hit["startNs"].as_i64() >= Some(first.start[0]), "{found}");
+    }
+    let (status, none) = svc.get(&format!(
+        "/analysis/v1/timeline/search?report={key}&q=no-such-name-zz"
+    ));
+    assert_eq!((status, &none), (200, &serde_json::json!({"hit": null})));
 
     // Refusals a person can act on.
     problem(
@@ -484,6 +513,25 @@ fn the_service_serves_the_timeline_tiles_details_and_ranges() {
         )),
         "has no event",
     );
+    for (query, says) in [
+        ("", "`q` is required"),
+        ("&q=a&track=0", "`track` and `event` go together"),
+        ("&q=a&dir=up", "`dir=up` is neither"),
+        (&*format!("&q={}", "a".repeat(257)), "longer than 256"),
+    ] {
+        problem(
+            400,
+            &svc.raw(&format!("/analysis/v1/timeline/search?report={key}{query}")),
+            says,
+        );
+    }
+    problem(
+        404,
+        &svc.raw(&format!(
+            "/analysis/v1/timeline/search?report={key}&q=a&track={stream}&event=99999999"
+        )),
+        "has no event",
+    );
     // A file that is not SQLite: refused with the reason, and the service stays up.
     let junk = dir.path().join("junk.sqlite");
     std::fs::write(&junk, b"this is not a database").unwrap();
@@ -523,4 +571,17 @@ fn a_restarted_service_reads_its_saved_index_not_the_report() {
         "/analysis/v1/timeline/event?report={key}&track=2&event=0"
     ));
     assert_eq!(status, 200, "{d}");
+}
+
+/// Every byte but letters and digits as `%XX` (a query value).
+fn percent(text: &str) -> String {
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
 }

@@ -152,6 +152,26 @@ try {
   await byId('range-table').waitFor();
   found.reloadRangeRows = await page.$$eval('[data-testid="range-row"]', (rows) => rows.length);
   step('reloaded');
+  // Next / previous match from the selected event (the service searches the whole report).
+  const eventParam = () => new URL(location.href).searchParams.get('event');
+  found.searchFrom = await page.evaluate(eventParam);
+  await byId('timeline-search').fill(plan.search);
+  await byId('timeline-search-next').click();
+  await page.waitForFunction((from) => new URL(location.href).searchParams.get('event') !== from, found.searchFrom, { timeout: 15_000 });
+  found.searchNext = await page.evaluate(eventParam);
+  await page.waitForFunction(() => document.querySelector('[data-testid="timeline-search-status"]')?.textContent, null, { timeout: 10_000 });
+  found.searchNextStatus = await byId('timeline-search-status').textContent();
+  await settled();
+  found.searchNextView = [await num('from'), await num('to')];
+  await byId('timeline-search').press('Shift+Enter');
+  await page.waitForFunction((from) => new URL(location.href).searchParams.get('event') !== from, found.searchNext, { timeout: 15_000 });
+  found.searchPrev = await page.evaluate(eventParam);
+  await byId('timeline-search').fill('no-such-name-zz');
+  await byId('timeline-search').press('Enter');
+  await page.waitForFunction(() => /^No later event/.test(document.querySelector('[data-testid="timeline-search-status"]')?.textContent ?? ''), null, { timeout: 15_000 });
+  found.searchNone = await byId('timeline-search-status').textContent();
+  found.searchNoneEvent = await page.evaluate(eventParam);
+  step('searched');
   // The Perfetto export, saved by the browser with the tab's credentials.
   const [download] = await Promise.all([
     page.waitForEvent('download', { timeout: 60_000 }),

@@ -80,6 +80,7 @@ fn a_person_reads_a_reports_timeline_in_the_browser() {
         "range": range,
         "click": { "x_ns": (start + end) as f64 / 2.0, "y": y },
         "width": 1600,
+        "search": search_text(&idx.names[ev.name[e] as usize]),
     });
 
     let shots = required_path("NSIGHT_BIN_DIR", "cargo build --workspace")
@@ -208,6 +209,58 @@ fn a_person_reads_a_reports_timeline_in_the_browser() {
     assert_eq!(found["reloadRangeRows"], rows.len(), "{found:#}");
     assert!(shots.join("timeline.png").is_file());
 
+    // Next / previous match: what a brute-force walk over every event in (start, track, event)
+    // order gives from the selected event, the view moved onto it; no match leaves the
+    // selection and says so.
+    let text = search_text(&idx.names[ev.name[e] as usize]).to_lowercase();
+    let mut matches: Vec<(i64, u32, u32)> = Vec::new();
+    for t in idx.tracks.iter().filter(|t| !t.kind.is_group()) {
+        let te = &idx.events[t.id as usize];
+        for i in 0..te.len() {
+            if idx.names[te.name[i] as usize]
+                .to_lowercase()
+                .contains(&text)
+            {
+                matches.push((te.start[i], t.id, i as u32));
+            }
+        }
+    }
+    matches.sort_unstable();
+    let key_of = |param: &Value| -> (i64, u32, u32) {
+        let (t, i) = param.as_str().unwrap().split_once('.').unwrap();
+        let (t, i): (u32, u32) = (t.parse().unwrap(), i.parse().unwrap());
+        (idx.events[t as usize].start[i as usize], t, i)
+    };
+    let from = key_of(&found["searchFrom"]);
+    let next = *matches.iter().find(|m| **m > from).expect("a later match");
+    assert_eq!(key_of(&found["searchNext"]), next, "{found:#}");
+    let prev = *matches
+        .iter()
+        .rev()
+        .find(|m| **m < next)
+        .expect("an earlier match");
+    assert_eq!(key_of(&found["searchPrev"]), prev, "{found:#}");
+    let view = found["searchNextView"].as_array().unwrap();
+    let (vf, vt) = (view[0].as_f64().unwrap(), view[1].as_f64().unwrap());
+    assert!(
+        vf <= next.0 as f64 && (next.0 as f64) < vt,
+        "the view {vf}..{vt} does not show the match at {}",
+        next.0
+    );
+    assert!(
+        found["searchNextStatus"]
+            .as_str()
+            .is_some_and(|s| s.contains("from the start")),
+        "{found:#}"
+    );
+    assert!(
+        found["searchNone"]
+            .as_str()
+            .is_some_and(|s| s.contains("no-such-name-zz")),
+        "{found:#}"
+    );
+    assert_eq!(found["searchNoneEvent"], found["searchPrev"], "{found:#}");
+
     // "Download for Perfetto" saved exactly the trace the encoder makes of the report.
     assert_eq!(
         found["perfettoName"], "report1_default_0_gtls.perfetto-trace",
@@ -230,6 +283,12 @@ fn a_person_reads_a_reports_timeline_in_the_browser() {
         "{found:#}"
     );
     platform.stop();
+}
+
+/// What the test types into the search box: the clicked kernel's name, first 24 characters, in
+/// capitals (the search ignores case).
+fn search_text(name: &str) -> String {
+    name.chars().take(24).collect::<String>().to_uppercase()
 }
 
 fn platform_log(state: &std::path::Path) -> String {

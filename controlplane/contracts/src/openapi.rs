@@ -400,6 +400,15 @@ fn timeline_paths(s: &Schemas) -> Value {
                 query("tracks", "comma-separated track ids (default: every track with events)", json!({ "type": "string" }))],
             "responses": with(s, ("200", s.ok::<RangeSummary>("the aggregates, longest total first")))
         }},
+        "/timeline/search": { "get": {
+            "summary": "The next event (dir=prev: the previous) after the given one whose name contains q, ignoring case, in (start, track, event) order across every track; hit is null past the last",
+            "parameters": [report.clone(),
+                required("q", "the text a name contains (case-insensitive)", json!({ "type": "string", "minLength": 1, "maxLength": SEARCH_MAX })),
+                query("track", "with event: search from this event (default: the report's start, or its end with dir=prev)", int.clone()),
+                query("event", "with track: the event's number on the track", int.clone()),
+                query("dir", "next (default) or prev", json!({ "type": "string", "enum": ["next", "prev"] }))],
+            "responses": with(s, ("200", s.ok::<SearchAnswer>("the match, or hit null")))
+        }},
         "/timeline/perfetto": { "get": {
             "summary": "The whole report as a Perfetto trace (protobuf perfetto.protos.Trace), streamed as an attachment: the track tree as Perfetto tracks, every event a slice, CUDA launches as flows",
             "parameters": [report],

@@ -7,6 +7,7 @@
 //!  GET /timeline/tiles?report=K&track=T&level=L&index=I -> Tile bytes (Tile::encode), ETag
 //!  GET /timeline/event?report=K&track=T&event=E        -> EventDetail (SQL on the report)
 //!  GET /timeline/range?report=K&start=S&end=E[&tracks=] -> RangeSummary
+//!  GET /timeline/search?report=K&q=Q[&track=T&event=E][&dir=prev] -> SearchAnswer
 //! ```
 //!
 //! Time is cut into tiles: at level `L` a bucket is `2^L` ns and a tile holds [`TILE_BUCKETS`]
@@ -227,6 +228,32 @@ pub struct RangeSummary {
     pub end_ns: i64,
     pub tracks: Vec<u32>,
     pub names: Vec<NameStats>,
+}
+
+/// The most characters of a search text (`GET /timeline/search`'s `q`).
+pub const SEARCH_MAX: usize = 256;
+
+/// `GET /timeline/search`'s answer: the next event (or the previous, `dir=prev`) after the given
+/// one (`track` and `event`; none: from the report's start, or its end backwards) whose name
+/// contains `q`, ignoring case, in the order of `(start, track, event)`; `hit` is null when
+/// there is none.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct SearchAnswer {
+    pub hit: Option<SearchHit>,
+}
+
+/// One matching event: where it is (for `GET /timeline/event`) and when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct SearchHit {
+    pub track: u32,
+    pub event: u32,
+    pub name: String,
+    pub start_ns: i64,
+    pub end_ns: i64,
 }
 
 /// An event drawn on its own. `name` indexes the tile's `names`; `event` is its number on the

@@ -11,10 +11,10 @@ use axum::{
     routing::get,
     Json, Router,
 };
-use nsight_contracts::timeline::{Timeline, TILE_BUCKETS};
+use nsight_contracts::timeline::{SearchAnswer, SearchHit, Timeline, SEARCH_MAX, TILE_BUCKETS};
 
 use super::{jobs::Service, problem::Problem, timelines::Loaded};
-use crate::timeline::{detail, flows, load, perfetto::Export};
+use crate::timeline::{detail, flows, load, perfetto::Export, search};
 
 pub fn routes() -> Router<Service> {
     Router::new()
@@ -22,6 +22,7 @@ pub fn routes() -> Router<Service> {
         .route("/timeline/tiles", get(tile))
         .route("/timeline/event", get(event))
         .route("/timeline/range", get(range))
+        .route("/timeline/search", get(search))
         .route("/timeline/perfetto", get(perfetto))
 }
 
@@ -179,6 +180,69 @@ async fn range(State(svc): State<Service>, Query(q): Params) -> Result<Response,
         }
     };
     Ok(Json(l.index.range(start, end, &tracks)).into_response())
+}
+
+/// The next (or previous) event whose name contains `q` (`crate::timeline::search`).
+async fn search(State(svc): State<Service>, Query(q): Params) -> Result<Response, Problem> {
+    let text = required(&q, "q")?.to_lowercase();
+    if text.chars().count() > SEARCH_MAX {
+        return Err(Problem::bad_request(format!(
+            "`q` is longer than {SEARCH_MAX} characters"
+        )));
+    }
+    let backwards = match q.get("dir").map(String::as_str) {
+        None | Some("" | "next") => false,
+        Some("prev") => true,
+        Some(other) => {
+            return Err(Problem::bad_request(format!(
+                "`dir={other}` is neither `next` nor `prev`"
+            )))
+        }
+    };
+    let from = match (q.contains_key("track"), q.contains_key("event")) {
+        (false, false) => None,
+        (true, true) => Some((number::<u32>(&q, "track")?, number::<u32>(&q, "event")?)),
+        _ => {
+            return Err(Problem::bad_request(
+                "`track` and `event` go together: give both to search from that event, or neither to search from the report's start (its end with dir=prev)",
+            ))
+        }
+    };
+    let l = loaded(&svc, &q).await?;
+    let cursor = match from {
+        None => None,
+        Some((track, event)) => {
+            check_track(&l, track)?;
+            let start = l
+                .index
+                .track(track)
+                .and_then(|(_, ev)| ev.start.get(event as usize).copied())
+                .ok_or_else(|| Problem::new(404, format!("track {track} has no event {event}")))?;
+            Some((start, track, event))
+        }
+    };
+    let index = l.clone();
+    let hit = tokio::task::spawn_blocking(move || {
+        search::find(&index.index, &text, cursor, backwards).and_then(|(track, event)| {
+            let (_, ev) = index.index.track(track)?;
+            let i = event as usize;
+            Some(SearchHit {
+                track,
+                event,
+                name: index
+                    .index
+                    .names
+                    .get(ev.name[i] as usize)
+                    .cloned()
+                    .unwrap_or_default(),
+                start_ns: ev.start[i],
+                end_ns: ev.end[i],
+            })
+        })
+    })
+    .await
+    .map_err(|e| Problem::new(503, format!("the search stopped: {e}")))?;
+    Ok(Json(SearchAnswer { hit }).into_response())
 }
 
 /// The report as a Perfetto trace, streamed as it is encoded (docs/timeline.md).

@@ -17,5 +17,6 @@ pub mod perfetto;
 pub mod project;
 pub mod pyramid;
 pub mod saved;
+pub mod search;
 
 pub use index::Index;

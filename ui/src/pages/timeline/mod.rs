@@ -112,11 +112,73 @@ fn ReportTimeline(shared: Shared, report: String) -> impl IntoView {
         session: report.split('/').nth(1).map(str::to_owned),
         ..View::default()
     };
+    let search_text = RwSignal::new(String::new());
     let search = move |ev: leptos::ev::Event| {
+        let text = event_target_value(&ev);
         if let Some(v) = viewer() {
-            viewer::search(&v, &event_target_value(&ev));
+            viewer::search(&v, &text);
+        }
+        search_text.set(text);
+    };
+    // Next / previous match: the service finds it over the whole report (not only the tiles
+    // drawn), from the selected event; the match is selected, its track shown and scrolled to,
+    // and the view moved to it when it is out of sight.
+    let search_status = RwSignal::new(None::<String>);
+    let jump = {
+        let report = report.clone();
+        move |backwards: bool| {
+            let text = search_text.get_untracked().trim().to_owned();
+            if text.is_empty() {
+                search_status.set(Some("Type part of a name to find first.".to_owned()));
+                return;
+            }
+            let report = report.clone();
+            let from = selected.get_untracked();
+            spawn_local(async move {
+                match api::timeline_search(report, text.clone(), from, backwards).await {
+                    Ok(answer) => match answer.hit {
+                        Some(hit) => {
+                            let origin = data
+                                .get_untracked()
+                                .and_then(Result::ok)
+                                .map_or(hit.start_ns, |tl| tl.start_ns);
+                            search_status.set(Some(format!(
+                                "{} at {} from the start",
+                                hit.name,
+                                duration((hit.start_ns - origin) as f64)
+                            )));
+                            selected.set(Some((hit.track, hit.event)));
+                            if let Some(v) = viewer() {
+                                viewer::select(&v, Some((hit.track, hit.event)));
+                                viewer::reveal(&v, hit.track);
+                                viewer::bring_into_view(&v, hit.start_ns as f64, hit.end_ns as f64);
+                            }
+                        }
+                        None => search_status.set(Some(if backwards {
+                            format!("No earlier event named like “{text}”.")
+                        } else {
+                            format!("No later event named like “{text}”.")
+                        })),
+                    },
+                    Err(e) => search_status.set(Some(format!("Cannot search: {e}"))),
+                }
+            });
         }
     };
+    let on_search_key = {
+        let jump = jump.clone();
+        move |ev: leptos::ev::KeyboardEvent| {
+            if ev.key() == "Enter" {
+                ev.prevent_default();
+                jump(ev.shift_key());
+            }
+        }
+    };
+    let next = {
+        let jump = jump.clone();
+        move |_| jump(false)
+    };
+    let previous = move |_| jump(true);
     let reset = move |_| {
         if let (Some(v), Some(Ok(tl))) = (viewer(), data.get_untracked()) {
             viewer::show(&v, tl.start_ns as f64, tl.end_ns as f64);
@@ -162,10 +224,14 @@ fn ReportTimeline(shared: Shared, report: String) -> impl IntoView {
             <div class="buttons">
                 <Link shared to=back>"Back to the session"</Link>
                 <label for="timeline-search">"Highlight"</label>
-                <input id="timeline-search" type="search" placeholder="name contains…" data-testid="timeline-search" on:input=search/>
+                <input id="timeline-search" type="search" placeholder="name contains…" data-testid="timeline-search"
+                    title="Enter: next match, Shift+Enter: previous" on:input=search on:keydown=on_search_key/>
+                <button on:click=previous data-testid="timeline-search-prev" title="The previous event whose name matches (Shift+Enter)">"◀ Previous"</button>
+                <button on:click=next data-testid="timeline-search-next" title="The next event whose name matches (Enter)">"Next ▶"</button>
                 <button on:click=reset data-testid="timeline-reset">"Show all"</button>
                 <button on:click=perfetto data-testid="timeline-perfetto" title="A Perfetto trace of the whole report (protobuf), for ui.perfetto.dev or its trace processor">"Download for Perfetto"</button>
             </div>
+            <p class="muted" role="status" data-testid="timeline-search-status">{move || search_status.get()}</p>
             <p class="muted" role="status" data-testid="timeline-perfetto-status">{move || saving.get()}</p>
             {move || match data.get() {
                 None => view! { <p>"Indexing the report…"</p> }.into_any(),

@@ -546,6 +546,27 @@ pub fn show(viewer: &Rc<RefCell<Viewer>>, from: f64, to: f64) {
     request(viewer);
 }
 
+/// Brings `[start, end)` into view: the view keeps its width and centres on it when it is out
+/// of sight (an event wider than the view is shown whole, with a margin); nothing moves when
+/// it is already visible.
+pub fn bring_into_view(viewer: &Rc<RefCell<Viewer>>, start: f64, end: f64) {
+    let (from, to) = {
+        let v = viewer.borrow();
+        (v.view.from, v.view.to)
+    };
+    if start >= from && end <= to {
+        return;
+    }
+    let width = to - from;
+    if end - start >= width {
+        let margin = (end - start) * 0.05;
+        show(viewer, start - margin, end + margin);
+    } else {
+        let centre = (start + end) / 2.0;
+        show(viewer, centre - width / 2.0, centre + width / 2.0);
+    }
+}
+
 /// Highlights the names containing `text` (case-insensitive; empty: none).
 pub fn search(viewer: &Rc<RefCell<Viewer>>, text: &str) {
     viewer.borrow_mut().search = text.to_lowercase();
