@@ -402,7 +402,7 @@ pub async fn timeline_search(
     backwards: bool,
 ) -> Result<SearchAnswer, ApiError> {
     let from = from
-        .map(|(t, e)| format!("&track={t}&event={e}"))
+        .map(|(t, e)| format!("&from={t}.{e}"))
         .unwrap_or_default();
     let dir = if backwards { "&dir=prev" } else { "" };
     get_json(&analysis(&format!(

@@ -439,7 +439,7 @@ fn the_service_serves_the_timeline_tiles_details_and_ranges() {
     let first = &expected.events[stream as usize];
     let name = &expected.names[first.name[0] as usize];
     let (status, found) = svc.get(&format!(
-        "/analysis/v1/timeline/search?report={key}&q={}&track={stream}&event=0",
+        "/analysis/v1/timeline/search?report={key}&q={}&from={stream}.0",
         percent(&name.to_uppercase())
     ));
     assert_eq!(status, 200, "{found}");
@@ -515,7 +515,7 @@ fn the_service_serves_the_timeline_tiles_details_and_ranges() {
     );
     for (query, says) in [
         ("", "`q` is required"),
-        ("&q=a&track=0", "`track` and `event` go together"),
+        ("&q=a&from=0", "`from=0` is not an event"),
         ("&q=a&dir=up", "`dir=up` is neither"),
         (&*format!("&q={}", "a".repeat(257)), "longer than 256"),
     ] {
@@ -528,7 +528,7 @@ fn the_service_serves_the_timeline_tiles_details_and_ranges() {
     problem(
         404,
         &svc.raw(&format!(
-            "/analysis/v1/timeline/search?report={key}&q=a&track={stream}&event=99999999"
+            "/analysis/v1/timeline/search?report={key}&q=a&from={stream}.99999999"
         )),
         "has no event",
     );

@@ -404,8 +404,7 @@ fn timeline_paths(s: &Schemas) -> Value {
             "summary": "The next event (dir=prev: the previous) after the given one whose name contains q, ignoring case, in (start, track, event) order across every track; hit is null past the last",
             "parameters": [report.clone(),
                 required("q", "the text a name contains (case-insensitive)", json!({ "type": "string", "minLength": 1, "maxLength": SEARCH_MAX })),
-                query("track", "with event: search from this event (default: the report's start, or its end with dir=prev)", int.clone()),
-                query("event", "with track: the event's number on the track", int.clone()),
+                query("from", "search from this event, `<track>.<event>` (default: the report's start, or its end with dir=prev)", json!({ "type": "string", "pattern": "^[0-9]{1,10}\\.[0-9]{1,10}$" })),
                 query("dir", "next (default) or prev", json!({ "type": "string", "enum": ["next", "prev"] }))],
             "responses": with(s, ("200", s.ok::<SearchAnswer>("the match, or hit null")))
         }},

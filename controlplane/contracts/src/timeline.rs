@@ -7,7 +7,7 @@
 //!  GET /timeline/tiles?report=K&track=T&level=L&index=I -> Tile bytes (Tile::encode), ETag
 //!  GET /timeline/event?report=K&track=T&event=E        -> EventDetail (SQL on the report)
 //!  GET /timeline/range?report=K&start=S&end=E[&tracks=] -> RangeSummary
-//!  GET /timeline/search?report=K&q=Q[&track=T&event=E][&dir=prev] -> SearchAnswer
+//!  GET /timeline/search?report=K&q=Q[&from=T.E][&dir=prev]  -> SearchAnswer
 //! ```
 //!
 //! Time is cut into tiles: at level `L` a bucket is `2^L` ns and a tile holds [`TILE_BUCKETS`]
@@ -234,7 +234,7 @@ pub struct RangeSummary {
 pub const SEARCH_MAX: usize = 256;
 
 /// `GET /timeline/search`'s answer: the next event (or the previous, `dir=prev`) after the given
-/// one (`track` and `event`; none: from the report's start, or its end backwards) whose name
+/// one (`from=<track>.<event>`; none: from the report's start, or its end backwards) whose name
 /// contains `q`, ignoring case, in the order of `(start, track, event)`; `hit` is null when
 /// there is none.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -199,26 +199,31 @@ async fn search(State(svc): State<Service>, Query(q): Params) -> Result<Response
             )))
         }
     };
-    let from = match (q.contains_key("track"), q.contains_key("event")) {
-        (false, false) => None,
-        (true, true) => Some((number::<u32>(&q, "track")?, number::<u32>(&q, "event")?)),
-        _ => {
-            return Err(Problem::bad_request(
-                "`track` and `event` go together: give both to search from that event, or neither to search from the report's start (its end with dir=prev)",
-            ))
+    let from = match q.get("from").filter(|f| !f.is_empty()) {
+        None => None,
+        Some(raw) => {
+            let parsed = raw
+                .split_once('.')
+                .and_then(|(t, e)| Some((t.parse::<u64>().ok()?, e.parse::<u64>().ok()?)));
+            Some(parsed.ok_or_else(|| {
+                Problem::bad_request(format!(
+                    "`from={raw}` is not an event: give `<track>.<event>` (as the page's URL does), or leave it out to search from the report's start (its end with dir=prev)"
+                ))
+            })?)
         }
     };
     let l = loaded(&svc, &q).await?;
     let cursor = match from {
         None => None,
         Some((track, event)) => {
-            check_track(&l, track)?;
-            let start = l
-                .index
-                .track(track)
-                .and_then(|(_, ev)| ev.start.get(event as usize).copied())
+            // A number past u32 names no track or event: 404, as one past the last does.
+            let track32 = u32::try_from(track).unwrap_or(u32::MAX);
+            check_track(&l, track32)?;
+            let start = u32::try_from(event)
+                .ok()
+                .and_then(|e| l.index.track(track32)?.1.start.get(e as usize).copied())
                 .ok_or_else(|| Problem::new(404, format!("track {track} has no event {event}")))?;
-            Some((start, track, event))
+            Some((start, track32, event as u32))
         }
     };
     let index = l.clone();
@@ -229,12 +234,7 @@ async fn search(State(svc): State<Service>, Query(q): Params) -> Result<Response
             Some(SearchHit {
                 track,
                 event,
-                name: index
-                    .index
-                    .names
-                    .get(ev.name[i] as usize)
-                    .cloned()
-                    .unwrap_or_default(),
+                name: index.index.name_of(ev.name[i]),
                 start_ns: ev.start[i],
                 end_ns: ev.end[i],
             })

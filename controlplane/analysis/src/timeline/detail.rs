@@ -97,11 +97,7 @@ pub fn detail(
     Ok(Some(EventDetail {
         track,
         event,
-        name: index
-            .names
-            .get(ev.name[e] as usize)
-            .cloned()
-            .unwrap_or_default(),
+        name: index.name_of(ev.name[e]),
         start_ns: ev.start[e],
         end_ns: ev.end[e],
         row: ev.row[e],

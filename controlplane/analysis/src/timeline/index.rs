@@ -146,6 +146,11 @@ impl Index {
         }
     }
 
+    /// The text of string `name` of the index's table (empty for an id it does not hold).
+    pub fn name_of(&self, name: u32) -> String {
+        self.names.get(name as usize).cloned().unwrap_or_default()
+    }
+
     pub fn track(&self, id: u32) -> Option<(&Track, &TrackEvents)> {
         let i = id as usize;
         Some((self.tracks.get(i)?, self.events.get(i)?))
