@@ -14,8 +14,22 @@ const found = {};
 // The gateway's certificate comes from the test's own CA.
 const { browser, context, page, errors, byId, text, waitText } = await openPage({ ignoreHTTPSErrors: true });
 
+// The node's Pod network changes as Pods come and go (veth interfaces), and Chromium then
+// aborts a navigation in flight with net::ERR_NETWORK_CHANGED: such a navigation is tried again.
+async function navigate(p, go) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await go(p);
+    } catch (e) {
+      if (attempt >= 5 || !String(e.message).includes('ERR_NETWORK_CHANGED')) throw e;
+      found.networkChangedRetries = (found.networkChangedRetries ?? 0) + 1;
+      await p.waitForTimeout(1000);
+    }
+  }
+}
+
 try {
-  await page.goto(`${base}/?session=${process.env.SESSION}`);
+  await navigate(page, (p) => p.goto(`${base}/?session=${process.env.SESSION}`));
   await byId('api-key-form').waitFor();
   await byId('api-key').fill(process.env.API_KEY);
   await byId('api-key').press('Enter');
@@ -41,10 +55,19 @@ try {
     byId('view-trace-open').click(),
   ]);
   await tab.waitForLoadState('load', { timeout: 60_000 });
-  const status = await Promise.race([answered, new Promise((r) => setTimeout(() => r(0), 30_000))]);
-  const shown = await tab.evaluate(() => document.body.innerText);
+  let status = await Promise.race([answered, new Promise((r) => setTimeout(() => r(0), 30_000))]);
+  let shown = await tab.evaluate(() => document.body.innerText);
   let body;
-  try { body = JSON.parse(shown); } catch { body = { unparsed: shown.slice(0, 2000) }; }
+  try { body = JSON.parse(shown); } catch { body = undefined; }
+  // A tab whose load the network change aborted shows Chromium's error page: load it again.
+  for (let attempt = 1; body === undefined && attempt <= 4; attempt++) {
+    found.networkChangedRetries = (found.networkChangedRetries ?? 0) + 1;
+    const response = await navigate(tab, (p) => p.reload({ timeout: 60_000 }));
+    status = response?.status() ?? 0;
+    shown = await tab.evaluate(() => document.body.innerText);
+    try { body = JSON.parse(shown); } catch { body = undefined; }
+  }
+  if (body === undefined) body = { unparsed: shown.slice(0, 2000) };
   found.standIn = { status, url: tab.url(), body };
   await tab.close();
 
