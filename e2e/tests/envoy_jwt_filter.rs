@@ -6,8 +6,8 @@
 #![allow(clippy::unwrap_used, clippy::panic, reason = "tests")]
 
 use std::{
-    io::{BufRead, BufReader, Read, Write},
-    net::{SocketAddr, TcpListener, TcpStream},
+    io::{Read, Write},
+    net::{SocketAddr, TcpStream},
     path::Path,
     process::Command,
     time::{Duration, SystemTime, UNIX_EPOCH},
@@ -55,53 +55,6 @@ fn jwt_config(keys: &Keys, extra: Value) -> String {
     c.to_string()
 }
 
-/// An upstream answering 200 with every `x-nsight-auth-identity` value it received.
-fn identity_echo() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            std::thread::spawn(move || {
-                let _ = echo_connection(stream);
-            });
-        }
-    });
-    addr
-}
-
-fn echo_connection(stream: TcpStream) -> std::io::Result<()> {
-    let mut writer = stream.try_clone()?;
-    let mut reader = BufReader::new(stream);
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line)? == 0 {
-            return Ok(());
-        }
-        let mut identities = Vec::new();
-        loop {
-            let mut header = String::new();
-            if reader.read_line(&mut header)? == 0 {
-                return Ok(());
-            }
-            let header = header.trim();
-            if header.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = header.split_once(':') {
-                if k.eq_ignore_ascii_case("x-nsight-auth-identity") {
-                    identities.push(v.trim().to_string());
-                }
-            }
-        }
-        let body = format!("identity={}", identities.join("|"));
-        write!(
-            writer,
-            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
-            body.len()
-        )?;
-    }
-}
-
 fn envoy_config(
     listen: u16,
     admin: u16,
@@ -119,7 +72,13 @@ fn start_envoy(dir: &TempDir, config: &str) -> (Running, SocketAddr) {
     let filter = wasm_artifact("nsight_auth_filter_lean.wasm");
     std::fs::write(
         &path,
-        envoy_config(listen, admin, identity_echo(), &filter, config),
+        envoy_config(
+            listen,
+            admin,
+            nsight_e2e::echo::identity_echo(),
+            &filter,
+            config,
+        ),
     )
     .unwrap();
     let mut cmd = Command::new(envoy_bin());

@@ -6,12 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::panic, reason = "tests")]
 
-use std::{
-    io::{BufRead, BufReader, Write},
-    net::{SocketAddr, TcpListener, TcpStream},
-    process::Command,
-    time::Duration,
-};
+use std::{process::Command, time::Duration};
 
 use base64::{engine::general_purpose::STANDARD, Engine};
 use nsight_e2e::{
@@ -29,53 +24,6 @@ const WEB_CLIENT: &str = "nsight-web";
 const WEB_SECRET: &str = "web-secret-0123456789abcdef";
 /// ID tokens live this long, so the test sees a session refreshed.
 const ID_TOKEN_TTL_S: u64 = 4;
-
-/// An upstream answering 200 with the `x-nsight-auth-identity` it received.
-fn identity_echo() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            std::thread::spawn(move || {
-                let _ = echo_connection(stream);
-            });
-        }
-    });
-    addr
-}
-
-fn echo_connection(stream: TcpStream) -> std::io::Result<()> {
-    let mut writer = stream.try_clone()?;
-    let mut reader = BufReader::new(stream);
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line)? == 0 {
-            return Ok(());
-        }
-        let mut identity = String::from("none");
-        loop {
-            let mut header = String::new();
-            if reader.read_line(&mut header)? == 0 {
-                return Ok(());
-            }
-            let header = header.trim();
-            if header.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = header.split_once(':') {
-                if k.eq_ignore_ascii_case("x-nsight-auth-identity") {
-                    identity = v.trim().to_owned();
-                }
-            }
-        }
-        let body = format!("identity={identity}");
-        write!(
-            writer,
-            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
-            body.len()
-        )?;
-    }
-}
 
 /// A CA and a serving certificate for localhost: (CA PEM, chain file, key file).
 fn pki(dir: &TempDir) -> (String, std::path::PathBuf, std::path::PathBuf) {
@@ -119,7 +67,7 @@ fn start_envoy_with(
         free_port(),
         &wasm_artifact("nsight_auth_filter.wasm"),
         &config.to_string(),
-        Behind::Upstream(identity_echo()),
+        Behind::Upstream(nsight_e2e::echo::identity_echo()),
         &[("idp", op.addr)],
         (chain, key),
     );
