@@ -361,11 +361,12 @@ impl Iterator for Export<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::timeline::index::{RawEvent, TrackSource};
 
-    fn ev(start: i64, end: i64, name: u32) -> RawEvent {
+    /// An NVTX event whose rowid is its start (also the search tests').
+    pub(crate) fn ev(start: i64, end: i64, name: u32) -> RawEvent {
         RawEvent {
             start,
             end,

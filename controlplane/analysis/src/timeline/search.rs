@@ -80,17 +80,7 @@ mod tests {
     use nsight_contracts::timeline::TrackKind;
 
     use super::*;
-    use crate::timeline::index::{RawEvent, Source, TrackSource};
-
-    fn raw(start: i64, end: i64, name: u32) -> RawEvent {
-        RawEvent {
-            start,
-            end,
-            name,
-            source: Source::Nvtx,
-            rowid: start,
-        }
-    }
+    use crate::timeline::{index::TrackSource, perfetto::tests::ev as raw};
 
     /// A group, then two NVTX tracks: track 1 has "Step 1" at 0 and 100, "load" at 50; track 2
     /// has "step 2" at 100 (the same start as track 1's second step) and "other" at 10.
